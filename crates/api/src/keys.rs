@@ -1,0 +1,68 @@
+//! Well-known label, annotation, condition and event names, byte-for-byte as Kruise writes them.
+
+/// Pod + PVC label: the 5-character instance id of a CloneSet pod.
+pub const INSTANCE_ID_LABEL: &str = "apps.kruise.io/cloneset-instance-id";
+/// Pod label: the full ControllerRevision name the pod was built from.
+pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller-revision-hash";
+/// Pod label: the short hash (last `-` segment of the revision name).
+pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+/// Pod label: presence means "delete this pod" (recreate update, user-specified delete).
+pub const SPECIFIED_DELETE_LABEL: &str = "apps.kruise.io/specified-delete";
+/// Pod label: Kruise lifecycle state.
+pub const LIFECYCLE_STATE_LABEL: &str = "lifecycle.apps.kruise.io/state";
+/// Pod annotation: RFC3339 time of the last lifecycle change.
+pub const LIFECYCLE_TIMESTAMP_ANNOTATION: &str = "lifecycle.apps.kruise.io/timestamp";
+/// Pod annotation: JSON `InPlaceUpdateState`.
+pub const INPLACE_UPDATE_STATE_ANNOTATION: &str = "apps.kruise.io/inplace-update-state";
+/// Legacy key of the state annotation, removed when the new one is written.
+pub const INPLACE_UPDATE_STATE_ANNOTATION_OLD: &str = "inplace-update-state";
+/// Pod annotation: JSON `UpdateSpec` while the grace period runs.
+pub const INPLACE_UPDATE_GRACE_ANNOTATION: &str = "apps.kruise.io/inplace-update-grace";
+/// Legacy key of the grace annotation.
+pub const INPLACE_UPDATE_GRACE_ANNOTATION_OLD: &str = "inplace-update-grace";
+/// Readiness gate and pod condition type used to take a pod out of service during an in-place update.
+pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
+/// Reason of the `InPlaceUpdateReady=False` condition.
+pub const INPLACE_UPDATE_READY_REASON: &str = "StartInPlaceUpdate";
+/// ControllerRevision label holding the revision hash.
+pub const CONTROLLER_REVISION_HASH_KEY: &str = "controller.kubernetes.io/hash";
+/// ControllerRevision annotation: FNV-32a of the volumeClaimTemplates.
+pub const VCT_HASH_ANNOTATION: &str = "kruise.io/cloneset-volumeclaimtemplate-hash";
+/// Pod annotation: lower cost pods are deleted first.
+pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// CloneSet label: exclude PreparingDelete pods from scale accounting.
+pub const SCALING_EXCLUDE_PREPARING_DELETE_LABEL: &str =
+    "apps.kruise.io/cloneset-scaling-exclude-preparing-delete";
+
+/// Lifecycle states (label `lifecycle.apps.kruise.io/state`).
+pub mod lifecycle {
+    pub const PREPARING_NORMAL: &str = "PreparingNormal";
+    pub const NORMAL: &str = "Normal";
+    pub const PREPARING_UPDATE: &str = "PreparingUpdate";
+    pub const UPDATING: &str = "Updating";
+    pub const UPDATED: &str = "Updated";
+    pub const PREPARING_DELETE: &str = "PreparingDelete";
+}
+
+/// CloneSet condition types.
+pub mod conditions {
+    pub const FAILED_SCALE: &str = "FailedScale";
+    pub const FAILED_UPDATE: &str = "FailedUpdate";
+    pub const PROGRESSING: &str = "Progressing";
+}
+
+/// Event reasons (Kruise `pkg/controller/cloneset`).
+pub mod events {
+    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    pub const FAILED_CREATE: &str = "FailedCreate";
+    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    pub const FAILED_DELETE: &str = "FailedDelete";
+    pub const SCALE_UP_LIMITED: &str = "ScaleUpLimited";
+    pub const SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
+    pub const FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
+    pub const SUCCESSFUL_UPDATE_POD_RECREATE: &str = "SuccessfulUpdatePodReCreate";
+    pub const FAILED_UPDATE_POD_RECREATE: &str = "FailedUpdatePodReCreate";
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// Event source component, as Kruise.
+    pub const COMPONENT: &str = "cloneset-controller";
+}

@@ -1,0 +1,60 @@
+//! The committed `deploy/crd.yaml` must equal what the code generates (controller-rs style CRD check).
+
+#[test]
+fn committed_crd_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crd.yaml");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    let generated = insitu_api::crd::crd_yaml();
+    assert!(
+        committed == generated,
+        "deploy/crd.yaml is stale: regenerate it with `cargo run -p insitu -- crd > deploy/crd.yaml`"
+    );
+}
+
+#[test]
+fn crd_has_kruise_identity() {
+    let crd = insitu_api::crd::crd();
+    assert_eq!(crd.spec.group, "apps.kruise.io");
+    assert_eq!(crd.spec.names.kind, "CloneSet");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["clone".to_string()]));
+    let v = &crd.spec.versions[0];
+    assert_eq!(v.name, "v1alpha1");
+    let sub = v.subresources.as_ref().expect("subresources");
+    assert!(sub.status.is_some());
+    let scale = sub.scale.as_ref().expect("scale subresource");
+    assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+    assert_eq!(scale.status_replicas_path, ".status.replicas");
+    assert_eq!(
+        scale.label_selector_path.as_deref(),
+        Some(".status.labelSelector")
+    );
+    let cols: Vec<&str> = v
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "DESIRED",
+            "UPDATED",
+            "UPDATED_READY",
+            "UPDATED_AVAILABLE",
+            "READY",
+            "TOTAL",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+}
+
+#[test]
+fn seed_yaml_parses_and_validates() {
+    let yaml = include_str!("../../../examples/cloneset-demo.yaml");
+    let cs: insitu_api::CloneSet = serde_saphyr::from_str(yaml).expect("seed YAML parses");
+    assert_eq!(cs.spec.replicas, Some(3));
+    assert!(insitu_api::validation::validate_create(&cs).is_empty());
+}

@@ -1,0 +1,52 @@
+//! Shared state of the controller: client, caches, clock, expectations, metrics, configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use insitu_api::CloneSet;
+use insitu_core::FeatureGates;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+
+use crate::expectations::Expectations;
+use crate::{Clock, Metrics};
+
+/// Controller settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Watch only this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    pub gates: FeatureGates,
+    /// Give up waiting for the cache to show our own writes after this long (Kruise `--expectation-timeout`).
+    pub expectation_timeout: Duration,
+    /// Emit Kubernetes Events for pod operations.
+    pub events: bool,
+    /// Max CloneSets reconciled at once (Kruise `--cloneset-workers`).
+    pub workers: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            gates: FeatureGates::default(),
+            expectation_timeout: Duration::from_secs(300),
+            events: true,
+            workers: 3,
+        }
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    pub client: kube::Client,
+    pub clonesets: Store<CloneSet>,
+    pub pods: Store<Pod>,
+    pub revisions: Store<ControllerRevision>,
+    pub clock: Arc<dyn Clock>,
+    pub expectations: Expectations,
+    pub metrics: Arc<Metrics>,
+    pub events: crate::events::EventSink,
+    pub config: Config,
+}

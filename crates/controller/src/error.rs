@@ -1,0 +1,30 @@
+//! Controller errors, with a short category used as a metric/event label.
+
+/// Anything that ends a reconcile early.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API error: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{action} failed: {source}")]
+    Action {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("serialization error: {0}")]
+    Serde(#[from] serde_json::Error),
+    #[error("invalid CloneSet: {0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Short label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Action { .. } => "action",
+            Error::Serde(_) => "serde",
+            Error::Invalid(_) => "invalid",
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! Executes a plan: each action becomes one API write (plus a re-read on conflict), recorded as an expectation.
+//!
+//! Order: revisions first (pods reference them), then per-pod chains run concurrently (actions on one pod stay
+//! in order, e.g. InPlaceUpdateReady=False before the pod PUT), pod creations in Kruise's slow-start batches,
+//! then spec fixes. The first failure ends the round; the next reconcile re-plans from fresh caches.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::stream::{self, StreamExt};
+use insitu_api::keys::{self, events as ev};
+use insitu_api::{CloneSet, inplace::InPlaceUpdateState};
+use insitu_core::plan::UpdateReason;
+use insitu_core::{Action, Plan, PodMutation};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::events::Severity;
+use crate::expectations::{Expect, pod_version};
+use crate::metrics::cs_labels;
+use crate::{Context, Error};
+
+/// Max pod chains written at once.
+const POD_CONCURRENCY: usize = 64;
+/// Re-reads after 409 Conflict before giving up for this round.
+const CONFLICT_RETRIES: usize = 5;
+
+fn action_err(action: impl Into<String>, source: kube::Error) -> Error {
+    Error::Action {
+        action: action.into(),
+        source,
+    }
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Runs every action of `plan` for `cs`, then writes the status when it changed.
+pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Error> {
+    let ns = cs.namespace().unwrap_or_default();
+    let key = format!("{ns}/{}", cs.name_any());
+    let x = Exec {
+        ctx,
+        cs,
+        ns: ns.clone(),
+        key,
+    };
+
+    let mut creates = Vec::new();
+    let mut chains: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
+    let mut tail = Vec::new();
+    for action in &plan.actions {
+        match action {
+            Action::CreateRevision { .. } | Action::BumpRevision { .. } | Action::DeleteRevision { .. } => {
+                x.run(action).await?
+            }
+            Action::CreatePod { .. } => creates.push(action),
+            Action::DeletePod { pod, .. }
+            | Action::SetInPlaceUpdateReady { pod, .. }
+            | Action::UpdatePod { pod, .. }
+            | Action::PatchPodMetadata { pod, .. } => chains.entry(pod.as_str()).or_default().push(action),
+            Action::TruncatePodsToDelete { .. } => tail.push(action),
+        }
+    }
+
+    // Kruise: DoItSlowly — batches of 1, 2, 4, … stopping at the first failed batch.
+    let mut batch = 1usize;
+    let mut rest = creates.as_slice();
+    while !rest.is_empty() {
+        let (now, later) = rest.split_at(batch.min(rest.len()));
+        let futs: Vec<_> = now.iter().map(|a| x.run(a)).collect();
+        let results: Vec<Result<(), Error>> = stream::iter(futs)
+            .buffer_unordered(POD_CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<Vec<()>, Error>>()?;
+        rest = later;
+        batch *= 2;
+    }
+
+    let futs: Vec<_> = chains.into_values().map(|chain| x.run_chain(chain)).collect();
+    let results: Vec<Result<(), Error>> = stream::iter(futs)
+        .buffer_unordered(POD_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>, Error>>()?;
+
+    for a in tail {
+        x.run(a).await?;
+    }
+
+    if let Some(status) = &plan.status {
+        let api: Api<CloneSet> = Api::namespaced(ctx.client.clone(), &ns);
+        // A JSON patch `add /status` replaces the whole status atomically, clearing fields we no longer set.
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))?;
+        ctx.metrics.write("patch", "clonesets/status");
+        api.patch_status(&cs.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+            .map_err(|e| action_err("write CloneSet status", e))?;
+    }
+    Ok(())
+}
+
+/// Which endpoint a read-modify-write goes to.
+#[derive(Clone, Copy)]
+enum Target {
+    Pod,
+    Status,
+}
+
+/// Sets `InPlaceUpdateReady` on the pod; returns whether anything changed.
+fn set_condition(pod: &mut Pod, ready: bool, now: &Time) -> bool {
+    let status = pod.status.get_or_insert_with(Default::default);
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let want = if ready { "True" } else { "False" };
+    let reason = (!ready).then(|| keys::INPLACE_UPDATE_READY_REASON.to_string());
+    let changed = match conditions
+        .iter_mut()
+        .find(|c| c.type_ == keys::INPLACE_UPDATE_READY)
+    {
+        Some(c) if c.status == want && c.reason == reason => false,
+        Some(c) => {
+            if c.status != want {
+                c.last_transition_time = Some(now.clone());
+            }
+            c.status = want.into();
+            c.reason = reason;
+            c.message = None;
+            true
+        }
+        None => {
+            conditions.push(PodCondition {
+                type_: keys::INPLACE_UPDATE_READY.into(),
+                status: want.into(),
+                reason,
+                last_transition_time: Some(now.clone()),
+                ..Default::default()
+            });
+            true
+        }
+    };
+    if changed && !ready {
+        // Kruise: util.SetPodReadyCondition — drop Ready now instead of waiting for the kubelet,
+        // so Service endpoints remove the pod before its containers are touched.
+        let containers_ready = conditions
+            .iter()
+            .any(|c| c.type_ == "ContainersReady" && c.status == "True");
+        if containers_ready && let Some(c) = conditions.iter_mut().find(|c| c.type_ == "Ready") {
+            if c.status != "False" {
+                c.last_transition_time = Some(now.clone());
+            }
+            c.status = "False".into();
+            c.reason = Some("ReadinessGatesNotReady".into());
+            c.message = Some(format!(
+                "the status of pod readiness gate \"{}\" is not \"True\", but False",
+                keys::INPLACE_UPDATE_READY
+            ));
+        }
+    }
+    changed
+}
+
+struct Exec<'a> {
+    ctx: &'a Context,
+    cs: &'a CloneSet,
+    ns: String,
+    key: String,
+}
+
+impl Exec<'_> {
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.ctx.client.clone(), &self.ns)
+    }
+
+    fn expect(&self, what: Expect) {
+        self.ctx
+            .expectations
+            .expect(&self.key, what, self.ctx.clock.now());
+    }
+
+    fn event(&self, severity: Severity, reason: &str, message: String) {
+        self.ctx.events.emit(self.cs, severity, reason, message);
+    }
+
+    /// The cached pod, if it is still the one the plan was made for.
+    fn cached(&self, name: &str, uid: &str) -> Option<Arc<Pod>> {
+        self.ctx
+            .pods
+            .get(&ObjectRef::<Pod>::new(name).within(&self.ns))
+            .filter(|p| p.metadata.uid.as_deref() == Some(uid))
+    }
+
+    async fn run_chain(&self, chain: Vec<&Action>) -> Result<(), Error> {
+        for a in chain {
+            self.run(a).await?;
+        }
+        Ok(())
+    }
+
+    async fn run(&self, action: &Action) -> Result<(), Error> {
+        let m = &self.ctx.metrics;
+        match action {
+            Action::CreateRevision { revision } => {
+                let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+                m.write("create", "controllerrevisions");
+                match api.create(&PostParams::default(), revision).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 409) => {} // already there: the next plan sees it
+                    Err(e) => return Err(action_err(format!("create revision {}", revision.name_any()), e)),
+                }
+                self.expect(Expect::RevisionCreated(revision.name_any()));
+            }
+            Action::BumpRevision { name, revision } => {
+                let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+                m.write("patch", "controllerrevisions");
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "revision": revision })),
+                )
+                .await
+                .map_err(|e| action_err(format!("bump revision {name}"), e))?;
+            }
+            Action::DeleteRevision { name } => {
+                let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+                m.write("delete", "controllerrevisions");
+                match api.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 404) => {}
+                    Err(e) => return Err(action_err(format!("delete revision {name}"), e)),
+                }
+            }
+            Action::CreatePod { pod, .. } => {
+                let name = pod.name_any();
+                m.write("create", "pods");
+                match self.pods().create(&PostParams::default(), pod).await {
+                    Ok(_) => {
+                        self.expect(Expect::PodCreated(name.clone()));
+                        self.event(
+                            Severity::Normal,
+                            ev::SUCCESSFUL_CREATE,
+                            format!("succeed to create pod {name}"),
+                        );
+                    }
+                    Err(e) => {
+                        self.event(
+                            Severity::Warning,
+                            ev::FAILED_CREATE,
+                            format!("failed to create pod: {e}, pod: {name}"),
+                        );
+                        return Err(action_err(format!("create pod {name}"), e));
+                    }
+                }
+            }
+            Action::DeletePod { pod, uid, .. } => {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                m.write("delete", "pods");
+                match self.pods().delete(pod, &dp).await {
+                    Ok(_) => {
+                        self.expect(Expect::PodDeleted(pod.clone()));
+                        self.event(
+                            Severity::Normal,
+                            ev::SUCCESSFUL_DELETE,
+                            format!("succeed to delete pod {pod}"),
+                        );
+                    }
+                    Err(e) if is_status(&e, 404) => {}
+                    Err(e) => {
+                        self.event(
+                            Severity::Warning,
+                            ev::FAILED_DELETE,
+                            format!("failed to delete pod {pod}: {e}"),
+                        );
+                        return Err(action_err(format!("delete pod {pod}"), e));
+                    }
+                }
+            }
+            Action::SetInPlaceUpdateReady { pod, uid, ready } => {
+                self.set_inplace_ready(pod, uid, *ready).await?
+            }
+            Action::UpdatePod {
+                pod,
+                uid,
+                mutation,
+                reason,
+            } => {
+                let result = self.update_pod(pod, uid, mutation).await;
+                let revision = mutation
+                    .labels
+                    .get(keys::CONTROLLER_REVISION_HASH_LABEL)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_default();
+                let labels = cs_labels(&self.ns, &self.cs.name_any());
+                match (&result, reason) {
+                    (Ok(()), UpdateReason::StartInPlaceUpdate) => {
+                        m.inplace_update.get_or_create(&labels).inc();
+                        self.event(
+                            Severity::Normal,
+                            ev::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                            format!("successfully update pod {pod} in-place(revision {revision})"),
+                        );
+                    }
+                    (Err(e), UpdateReason::StartInPlaceUpdate | UpdateReason::FinishGracePeriod) => {
+                        m.inplace_update_failed.get_or_create(&labels).inc();
+                        self.event(
+                            Severity::Warning,
+                            ev::FAILED_UPDATE_POD_IN_PLACE,
+                            format!("failed to update pod {pod} in-place(revision {revision}): {e}"),
+                        );
+                    }
+                    _ => {}
+                }
+                result?;
+            }
+            Action::PatchPodMetadata {
+                pod,
+                uid,
+                labels,
+                annotations,
+                reason,
+            } => {
+                let patch = json!({
+                    "metadata": { "uid": uid, "labels": labels, "annotations": annotations }
+                });
+                m.write("patch", "pods");
+                let result = self
+                    .pods()
+                    .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                let revision = self
+                    .cs
+                    .status
+                    .as_ref()
+                    .map(|s| s.update_revision.clone())
+                    .unwrap_or_default();
+                match (result, reason) {
+                    (Ok(p), r) => {
+                        self.expect(Expect::PodVersion(pod.clone(), pod_version(&p)));
+                        if *r == UpdateReason::Recreate {
+                            m.recreate_update
+                                .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
+                                .inc();
+                            self.event(
+                                Severity::Normal,
+                                ev::SUCCESSFUL_UPDATE_POD_RECREATE,
+                                format!("successfully patch pod {pod} specified-delete for update(revision {revision})"),
+                            );
+                        }
+                    }
+                    (Err(e), r) => {
+                        if *r == UpdateReason::Recreate {
+                            self.event(
+                                Severity::Warning,
+                                ev::FAILED_UPDATE_POD_RECREATE,
+                                format!("failed to patch pod specified-delete {pod} for update(revision {revision}): {e}"),
+                            );
+                        }
+                        return Err(action_err(format!("patch pod {pod}"), e));
+                    }
+                }
+            }
+            Action::TruncatePodsToDelete { remove } => {
+                let current = self
+                    .cs
+                    .spec
+                    .scale_strategy
+                    .as_ref()
+                    .map(|s| s.pods_to_delete.clone())
+                    .unwrap_or_default();
+                let kept: Vec<&String> = current.iter().filter(|n| !remove.contains(n)).collect();
+                let patch: json_patch::Patch = serde_json::from_value(json!([
+                    {"op": "test", "path": "/spec/scaleStrategy/podsToDelete", "value": current},
+                    {"op": "replace", "path": "/spec/scaleStrategy/podsToDelete", "value": kept},
+                ]))?;
+                let api: Api<CloneSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+                m.write("patch", "clonesets");
+                api.patch(
+                    &self.cs.name_any(),
+                    &PatchParams::default(),
+                    &Patch::<()>::Json(patch),
+                )
+                .await
+                .map_err(|e| action_err("truncate podsToDelete", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// GET-free read-modify-write: start from the cache, re-read only after a conflict (Kruise: RetryOnConflict).
+    /// `mutate` returns false when the pod already looks right (no write).
+    async fn read_modify_write(
+        &self,
+        name: &str,
+        uid: &str,
+        target: Target,
+        mutate: &(dyn Fn(&mut Pod) -> bool + Send + Sync),
+    ) -> Result<Pod, Error> {
+        let what = match target {
+            Target::Pod => "update pod",
+            Target::Status => "update pod status",
+        };
+        let api = self.pods();
+        let mut pod = match self.cached(name, uid) {
+            Some(p) => (*p).clone(),
+            None => api
+                .get(name)
+                .await
+                .map_err(|e| action_err(format!("{what} {name}"), e))?,
+        };
+        for attempt in 0..=CONFLICT_RETRIES {
+            if pod.metadata.uid.as_deref() != Some(uid) {
+                return Err(Error::Invalid(format!(
+                    "pod {name} was replaced (uid changed) before {what}"
+                )));
+            }
+            if !mutate(&mut pod) {
+                return Ok(pod);
+            }
+            let result = match target {
+                Target::Pod => {
+                    self.ctx.metrics.write("update", "pods");
+                    api.replace(name, &PostParams::default(), &pod).await
+                }
+                Target::Status => {
+                    self.ctx.metrics.write("update", "pods/status");
+                    api.replace_status(name, &PostParams::default(), &pod).await
+                }
+            };
+            match result {
+                Ok(written) => {
+                    self.expect(Expect::PodVersion(name.to_string(), pod_version(&written)));
+                    return Ok(written);
+                }
+                Err(e) if is_status(&e, 409) && attempt < CONFLICT_RETRIES => {
+                    pod = api
+                        .get(name)
+                        .await
+                        .map_err(|e| action_err(format!("{what} {name}"), e))?;
+                }
+                Err(e) => return Err(action_err(format!("{what} {name}"), e)),
+            }
+        }
+        Err(Error::Invalid(format!("{what} {name}: too many conflicts")))
+    }
+
+    async fn update_pod(&self, name: &str, uid: &str, mutation: &PodMutation) -> Result<(), Error> {
+        let mutate = |pod: &mut Pod| {
+            let before = pod.clone();
+            mutation.apply(pod);
+            *pod != before
+        };
+        self.read_modify_write(name, uid, Target::Pod, &mutate).await?;
+        Ok(())
+    }
+
+    async fn set_inplace_ready(&self, name: &str, uid: &str, ready: bool) -> Result<(), Error> {
+        let now = Time(self.ctx.clock.now());
+        let mutate = |pod: &mut Pod| set_condition(pod, ready, &now);
+        let written = self.read_modify_write(name, uid, Target::Status, &mutate).await?;
+        if ready {
+            self.observe_duration(&written);
+        }
+        Ok(())
+    }
+
+    /// `kruise_inplace_update_duration_seconds`: from the state annotation's updateTimestamp to now.
+    fn observe_duration(&self, pod: &Pod) {
+        let Some(state) = pod
+            .annotations()
+            .get(keys::INPLACE_UPDATE_STATE_ANNOTATION)
+            .and_then(|s| serde_json::from_str::<InPlaceUpdateState>(s).ok())
+        else {
+            return;
+        };
+        let secs = self
+            .ctx
+            .clock
+            .now()
+            .duration_since(state.update_timestamp.0)
+            .as_secs_f64();
+        if secs >= 0.0 {
+            self.ctx
+                .metrics
+                .inplace_update_duration
+                .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
+                .observe(secs);
+        }
+    }
+}

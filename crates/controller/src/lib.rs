@@ -1,0 +1,22 @@
+//! The CloneSet controller's I/O side: caches → `insitu_core::plan` → writes, with expectations, events, metrics.
+//!
+//! Data flows one way per reconcile: `snapshot` (read caches) → `core::plan` (pure) → `execute` (writes).
+//! The code path is the same against a real apiserver and the simulated one; only the `kube::Client` differs.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod context;
+pub mod error;
+pub mod events;
+pub mod execute;
+pub mod expectations;
+pub mod metrics;
+pub mod reconcile;
+pub mod run;
+pub mod snapshot;
+
+pub use clock::{Clock, SystemClock};
+pub use context::{Config, Context};
+pub use error::Error;
+pub use metrics::Metrics;
+pub use run::run;

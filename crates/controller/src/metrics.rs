@@ -1,0 +1,136 @@
+//! Prometheus metrics; names Kruise users alert on keep Kruise's names (and the seed's `kruise_inplace_update_*`).
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+type Labels = Vec<(&'static str, String)>;
+
+/// All controller metrics, registered once.
+pub struct Metrics {
+    registry: Registry,
+    /// In-place updates started (pods).
+    pub inplace_update: Family<Labels, Counter>,
+    /// In-place updates whose pod write failed.
+    pub inplace_update_failed: Family<Labels, Counter>,
+    /// Time from the start of an in-place update to InPlaceUpdateReady=True.
+    pub inplace_update_duration: Family<Labels, Histogram>,
+    /// Pods marked for recreation because the change cannot go in place.
+    pub recreate_update: Family<Labels, Counter>,
+    /// Kruise: `cloneset_scale_expectation_leakage{namespace,name}`.
+    pub expectation_leakage: Family<Labels, Counter>,
+    /// Reconciles by result.
+    pub reconcile: Family<Labels, Counter>,
+    /// Wall time of one `core::plan` call.
+    pub plan_duration: Histogram,
+    /// API writes the controller made, by verb and resource.
+    pub api_writes: Family<Labels, Counter>,
+    /// 1 while this replica holds the leader lease.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let inplace_update = Family::<Labels, Counter>::default();
+        let inplace_update_failed = Family::<Labels, Counter>::default();
+        let inplace_update_duration = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(1.0, 2.0, 12))
+        });
+        let recreate_update = Family::<Labels, Counter>::default();
+        let expectation_leakage = Family::<Labels, Counter>::default();
+        let reconcile = Family::<Labels, Counter>::default();
+        let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
+        let api_writes = Family::<Labels, Counter>::default();
+        let leader = Gauge::default();
+        registry.register(
+            "kruise_inplace_update",
+            "In-place pod updates started",
+            inplace_update.clone(),
+        );
+        registry.register(
+            "kruise_inplace_update_failed",
+            "In-place pod updates that failed",
+            inplace_update_failed.clone(),
+        );
+        registry.register_with_unit(
+            "kruise_inplace_update_duration",
+            "Seconds from the start of an in-place update until the pod is InPlaceUpdateReady again",
+            Unit::Seconds,
+            inplace_update_duration.clone(),
+        );
+        registry.register(
+            "insitu_recreate_update",
+            "Pods marked for recreation by an update",
+            recreate_update.clone(),
+        );
+        registry.register(
+            "cloneset_scale_expectation_leakage",
+            "Expectations that timed out before the cache caught up",
+            expectation_leakage.clone(),
+        );
+        registry.register(
+            "insitu_reconcile",
+            "CloneSet reconciles by result",
+            reconcile.clone(),
+        );
+        registry.register_with_unit(
+            "insitu_plan_duration",
+            "Wall time of one planning pass",
+            Unit::Seconds,
+            plan_duration.clone(),
+        );
+        registry.register(
+            "insitu_api_writes",
+            "API writes by verb and resource",
+            api_writes.clone(),
+        );
+        registry.register(
+            "insitu_leader",
+            "1 while this replica is the leader",
+            leader.clone(),
+        );
+        Self {
+            registry,
+            inplace_update,
+            inplace_update_failed,
+            inplace_update_duration,
+            recreate_update,
+            expectation_leakage,
+            reconcile,
+            plan_duration,
+            api_writes,
+            leader,
+        }
+    }
+
+    /// OpenMetrics text for `/metrics`.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn write(&self, verb: &'static str, resource: &'static str) {
+        self.api_writes
+            .get_or_create(&vec![
+                ("verb", verb.to_string()),
+                ("resource", resource.to_string()),
+            ])
+            .inc();
+    }
+}
+
+/// Labels `{namespace, name}` for per-CloneSet metrics.
+pub fn cs_labels(namespace: &str, name: &str) -> Labels {
+    vec![("namespace", namespace.to_string()), ("name", name.to_string())]
+}

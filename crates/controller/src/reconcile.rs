@@ -1,0 +1,109 @@
+//! One reconcile: expectations gate → snapshot → `core::plan` → execute → requeue. Never panics on bad objects.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use insitu_api::CloneSet;
+use insitu_api::keys::events::INVALID_SPEC;
+use insitu_api::validation;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use crate::events::Severity;
+use crate::expectations::Check;
+use crate::metrics::cs_labels;
+use crate::{Context, Error, execute, snapshot};
+
+/// How long to wait before re-checking when the cache lags behind our writes (watch events usually come first).
+const EXPECTATION_RECHECK: Duration = Duration::from_secs(5);
+
+fn result_label(result: &str) -> Vec<(&'static str, String)> {
+    vec![("result", result.to_string())]
+}
+
+/// Reconciles one CloneSet.
+pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = cs.namespace().unwrap_or_default();
+    let name = cs.name_any();
+    let key = format!("{ns}/{name}");
+    if cs.metadata.deletion_timestamp.is_some() {
+        // Kruise: nothing to do for a deleting CloneSet; the garbage collector removes its pods.
+        ctx.expectations.forget(&key);
+        return Ok(Action::await_change());
+    }
+    let errs = validation::validate_create(&cs);
+    if !errs.is_empty() {
+        // A CloneSet the apiserver let through (e.g. no CEL support) but that we cannot act on safely.
+        let msg = validation::aggregate(&errs);
+        ctx.events.emit(
+            &cs,
+            Severity::Warning,
+            INVALID_SPEC,
+            format!("CloneSet is invalid, not acting on it: {msg}"),
+        );
+        ctx.metrics
+            .reconcile
+            .get_or_create(&result_label("invalid"))
+            .inc();
+        return Ok(Action::await_change());
+    }
+    ctx.pods
+        .wait_until_ready()
+        .await
+        .map_err(|e| Error::Invalid(format!("pod cache: {e}")))?;
+    ctx.revisions
+        .wait_until_ready()
+        .await
+        .map_err(|e| Error::Invalid(format!("revision cache: {e}")))?;
+
+    let now = ctx.clock.now();
+    match ctx.expectations.check(
+        &key,
+        &ns,
+        &ctx.pods,
+        &ctx.revisions,
+        now,
+        ctx.config.expectation_timeout,
+    ) {
+        Check::Satisfied => {}
+        Check::Waiting(left) => {
+            ctx.metrics
+                .reconcile
+                .get_or_create(&result_label("waiting"))
+                .inc();
+            return Ok(Action::requeue(left.min(EXPECTATION_RECHECK)));
+        }
+        Check::TimedOut(n) => {
+            // Kruise: cloneset_scale_expectation_leakage; we drop the stale expectations and plan anyway.
+            tracing::warn!(cloneset = %key, dropped = n, "expectations timed out; cache may be stale");
+            ctx.metrics
+                .expectation_leakage
+                .get_or_create(&cs_labels(&ns, &name))
+                .inc_by(n as u64);
+        }
+    }
+
+    let snap = snapshot::build(&ctx, cs.clone());
+    let started = Instant::now();
+    let plan = insitu_core::plan(&snap);
+    ctx.metrics.plan_duration.observe(started.elapsed().as_secs_f64());
+    for line in &plan.explanation {
+        tracing::debug!(cloneset = %key, "{line}");
+    }
+    let result = execute::execute(&ctx, &cs, &plan).await;
+    ctx.metrics
+        .reconcile
+        .get_or_create(&result_label(if result.is_ok() { "ok" } else { "error" }))
+        .inc();
+    result?;
+    Ok(match plan.requeue_after {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+/// Backoff after a failed reconcile.
+pub fn error_policy(cs: Arc<CloneSet>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(cloneset = %cs.name_any(), error = %err, category = err.category(), "reconcile failed");
+    Action::requeue(Duration::from_secs(1))
+}

@@ -1,0 +1,84 @@
+//! Wires kube-runtime: watches CloneSets, Pods and ControllerRevisions into caches and drives reconciles.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use insitu_api::CloneSet;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, controller};
+use kube::{Api, Resource};
+
+use crate::events::EventSink;
+use crate::expectations::Expectations;
+use crate::reconcile::{error_policy, reconcile};
+use crate::{Clock, Config, Context, Metrics};
+
+fn api<K>(client: &kube::Client, ns: &Option<String>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the controller until `shutdown` resolves. Returns when the controller stream ends.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let clonesets: Api<CloneSet> = api(&client, &config.namespace);
+    let pods: Api<Pod> = api(&client, &config.namespace);
+    let revisions: Api<ControllerRevision> = api(&client, &config.namespace);
+
+    // Lean caches: managedFields are dropped before objects are stored (they are often half the bytes).
+    let (pod_store, pod_writer) = reflector::store::<Pod>();
+    let pod_stream = watcher(pods, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|p: &mut Pod| p.metadata.managed_fields = None)
+        .reflect(pod_writer)
+        .touched_objects();
+    let (rev_store, rev_writer) = reflector::store::<ControllerRevision>();
+    let rev_stream = watcher(revisions, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|r: &mut ControllerRevision| r.metadata.managed_fields = None)
+        .reflect(rev_writer)
+        .touched_objects();
+
+    let controller = Controller::new(clonesets, watcher::Config::default().any_semantic())
+        .with_config(controller::Config::default().concurrency(config.workers));
+    let ctx = Arc::new(Context {
+        events: EventSink::new(client.clone(), clock.clone(), metrics.clone(), config.events),
+        client,
+        clonesets: controller.store(),
+        pods: pod_store,
+        revisions: rev_store,
+        clock,
+        expectations: Expectations::default(),
+        metrics,
+        config,
+    });
+    controller
+        .owns_stream(pod_stream)
+        .owns_stream(rev_stream)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+}

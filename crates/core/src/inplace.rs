@@ -1,0 +1,675 @@
+//! In-place update rules (research §2.3–2.6): eligibility from the revision diff, start, grace, completion.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use insitu_api::inplace::{
+    InPlaceUpdateContainerBatch, InPlaceUpdateContainerStatus, InPlaceUpdatePreCheckBeforeNext,
+    InPlaceUpdateState, UpdateSpec,
+};
+use insitu_api::keys;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use crate::gojson;
+use crate::plan::PodMutation;
+
+/// What an in-place update changes (Kruise `UpdateSpec` minus the fields we do not support).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InPlaceSpec {
+    /// container name → new image.
+    pub images: BTreeMap<String, String>,
+    /// Metadata changes of the template (labels/annotations set or removed, finalizers added/removed).
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+    pub finalizers: BTreeMap<String, bool>,
+    /// Strategic-merge patch JSON of the metadata change (Go bytes), if any.
+    pub meta_patch: Option<String>,
+}
+
+/// One RFC 6902 operation of the template diff (op, path).
+#[derive(Debug)]
+struct Op {
+    op: &'static str,
+    path: String,
+}
+
+fn esc(k: &str) -> String {
+    k.replace('~', "~0").replace('/', "~1")
+}
+
+fn is_simple_array(a: &[Value]) -> bool {
+    a.iter().all(|v| !matches!(v, Value::Array(_) | Value::Object(_)))
+}
+
+/// A JSON diff with the shape of gomodules/appscode `jsonpatch.CreatePatch` (the library Kruise uses):
+/// objects key by key, arrays of objects element by element (extra → remove/add), type changes → replace.
+fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<Op>) {
+    match (a, b) {
+        (Value::Object(ma), Value::Object(mb)) => {
+            for (k, vb) in mb {
+                let p = format!("{path}/{}", esc(k));
+                match ma.get(k) {
+                    None => out.push(Op { op: "add", path: p }),
+                    Some(va) => diff(va, vb, &p, out),
+                }
+            }
+            for k in ma.keys().filter(|k| !mb.contains_key(*k)) {
+                out.push(Op {
+                    op: "remove",
+                    path: format!("{path}/{}", esc(k)),
+                });
+            }
+        }
+        (Value::Array(xa), Value::Array(xb)) => {
+            if xa == xb {
+                return;
+            }
+            if is_simple_array(xa) && is_simple_array(xb) {
+                // Edit-distance ops in the library; any of them disqualifies a spec change, so one suffices.
+                let op = if xa.len() == xb.len() {
+                    "replace"
+                } else if xa.len() < xb.len() {
+                    "add"
+                } else {
+                    "remove"
+                };
+                out.push(Op {
+                    op,
+                    path: format!("{path}/0"),
+                });
+                return;
+            }
+            let n = xa.len().min(xb.len());
+            for i in (n..xa.len()).rev() {
+                out.push(Op {
+                    op: "remove",
+                    path: format!("{path}/{i}"),
+                });
+            }
+            for i in n..xb.len() {
+                out.push(Op {
+                    op: "add",
+                    path: format!("{path}/{i}"),
+                });
+            }
+            for i in 0..n {
+                diff(&xa[i], &xb[i], &format!("{path}/{i}"), out);
+            }
+        }
+        (x, y) if x == y => {}
+        _ => out.push(Op {
+            op: "replace",
+            path: path.to_string(),
+        }),
+    }
+}
+
+fn container_image_index(path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("/spec/containers/")?;
+    let (idx, tail) = rest.split_once('/')?;
+    if tail != "image" || idx.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    idx.parse().ok()
+}
+
+fn str_map(meta: Option<&Value>, key: &str) -> BTreeMap<String, String> {
+    meta.and_then(|m| m.get(key))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn map_changes(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> BTreeMap<String, Option<String>> {
+    let mut out = BTreeMap::new();
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            out.insert(k.clone(), Some(v.clone()));
+        }
+    }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.insert(k.clone(), None);
+    }
+    out
+}
+
+/// Kruise `defaultCalculateInPlaceUpdateSpec` on two revision templates (with `$patch`). `Err` says why the
+/// change cannot be applied in place (→ recreate, or refusal under InPlaceOnly).
+pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String> {
+    let mut ops = Vec::new();
+    diff(old_tpl, new_tpl, "", &mut ops);
+    let old_containers = old_tpl.pointer("/spec/containers").and_then(Value::as_array);
+    let mut spec = InPlaceSpec::default();
+    let mut meta_changed = false;
+    for op in &ops {
+        if op.path.starts_with("/spec/") {
+            if op.op != "replace" {
+                return Err(format!(
+                    "template change `{} {}` is not an in-place change",
+                    op.op, op.path
+                ));
+            }
+            let Some(i) = container_image_index(&op.path) else {
+                return Err(format!(
+                    "template change `replace {}`: only container images can change in place",
+                    op.path
+                ));
+            };
+            let name = old_containers
+                .and_then(|c| c.get(i))
+                .and_then(|c| c.get("name"))
+                .and_then(Value::as_str);
+            let image = new_tpl.pointer(&op.path).and_then(Value::as_str);
+            match (name, image) {
+                (Some(n), Some(img)) => {
+                    spec.images.insert(n.to_string(), img.to_string());
+                }
+                _ => {
+                    return Err(format!(
+                        "template change `replace {}` names no container",
+                        op.path
+                    ));
+                }
+            }
+        } else if op.path.starts_with("/metadata/") {
+            meta_changed = true;
+        } else {
+            return Err(format!(
+                "template change `{} {}` is not an in-place change",
+                op.op, op.path
+            ));
+        }
+    }
+    if meta_changed {
+        // Kruise applies the metadata as a strategic-merge patch (labels/annotations/finalizers).
+        // Without a node agent, env-from-metadata is a plain metadata change (research §2.8).
+        let om = old_tpl.get("metadata");
+        let nm = new_tpl.get("metadata");
+        spec.labels = map_changes(&str_map(om, "labels"), &str_map(nm, "labels"));
+        spec.annotations = map_changes(&str_map(om, "annotations"), &str_map(nm, "annotations"));
+        let fins = |m: Option<&Value>| -> Vec<String> {
+            m.and_then(|m| m.get("finalizers"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        let (fo, fnew) = (fins(om), fins(nm));
+        for f in &fnew {
+            if !fo.contains(f) {
+                spec.finalizers.insert(f.clone(), true);
+            }
+        }
+        for f in &fo {
+            if !fnew.contains(f) {
+                spec.finalizers.insert(f.clone(), false);
+            }
+        }
+        spec.meta_patch = meta_patch_json(&spec, &fnew);
+    }
+    Ok(spec)
+}
+
+/// Go bytes of the strategic-merge patch `{"metadata":{...}}` (sorted keys, `null` removes).
+fn meta_patch_json(spec: &InPlaceSpec, new_finalizers: &[String]) -> Option<String> {
+    let mut meta = Map::new();
+    let to_obj = |m: &BTreeMap<String, Option<String>>| -> Value {
+        Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String)))
+                .collect(),
+        )
+    };
+    if !spec.labels.is_empty() {
+        meta.insert("labels".into(), to_obj(&spec.labels));
+    }
+    if !spec.annotations.is_empty() {
+        meta.insert("annotations".into(), to_obj(&spec.annotations));
+    }
+    if !spec.finalizers.is_empty() {
+        let strs =
+            |it: Vec<&String>| Value::Array(it.into_iter().map(|s| Value::String(s.clone())).collect());
+        let added: Vec<&String> = spec
+            .finalizers
+            .iter()
+            .filter(|(_, a)| **a)
+            .map(|(k, _)| k)
+            .collect();
+        let removed: Vec<&String> = spec
+            .finalizers
+            .iter()
+            .filter(|(_, a)| !**a)
+            .map(|(k, _)| k)
+            .collect();
+        if !added.is_empty() {
+            meta.insert("finalizers".into(), strs(added));
+        }
+        if !removed.is_empty() {
+            meta.insert("$deleteFromPrimitiveList/finalizers".into(), strs(removed));
+        }
+        meta.insert(
+            "$setElementOrder/finalizers".into(),
+            strs(new_finalizers.iter().collect()),
+        );
+    }
+    if meta.is_empty() {
+        return None;
+    }
+    let mut root = Map::new();
+    root.insert("metadata".into(), Value::Object(meta));
+    Some(gojson::marshal(&Value::Object(root)))
+}
+
+/// Reads a metadata strategic-merge patch back into mutation maps (grace annotation `metaDataPatch`).
+fn meta_from_patch(patch: &str, m: &mut PodMutation) {
+    let Ok(v) = serde_json::from_str::<Value>(patch) else {
+        return;
+    };
+    let Some(meta) = v.get("metadata") else { return };
+    for (key, target) in [("labels", &mut m.labels), ("annotations", &mut m.annotations)] {
+        if let Some(obj) = meta.get(key).and_then(Value::as_object) {
+            for (k, v) in obj {
+                target.insert(k.clone(), v.as_str().map(str::to_string));
+            }
+        }
+    }
+    for (key, add) in [
+        ("finalizers", true),
+        ("$deleteFromPrimitiveList/finalizers", false),
+    ] {
+        for f in meta
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            m.finalizers.insert(f.to_string(), add);
+        }
+    }
+}
+
+fn apply_meta(spec: &InPlaceSpec, m: &mut PodMutation) {
+    m.labels
+        .extend(spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    m.annotations
+        .extend(spec.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+    m.finalizers
+        .extend(spec.finalizers.iter().map(|(k, v)| (k.clone(), *v)));
+}
+
+/// Container launch priority from the injected `KRUISE_CONTAINER_BARRIER` env (`configMapKeyRef.key` =
+/// `p_<int>`), Kruise `containerlaunchpriority`; `None` = no priority.
+fn container_priority(pod: &Pod, name: &str) -> Option<i64> {
+    let c = pod.spec.as_ref()?.containers.iter().find(|c| c.name == name)?;
+    let env = c
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == "KRUISE_CONTAINER_BARRIER")?;
+    let key = &env.value_from.as_ref()?.config_map_key_ref.as_ref()?.key;
+    key.strip_prefix("p_")?.parse().ok()
+}
+
+/// Kruise `defaultPatchUpdateSpecToPod`: choose this batch (containers without a priority plus those with
+/// the highest), set their images, record their imageIDs and the batch, queue the rest as `next*`.
+fn patch_spec_to_pod(
+    pod: &Pod,
+    images: &BTreeMap<String, String>,
+    state: &mut InPlaceUpdateState,
+    now: &Time,
+    m: &mut PodMutation,
+) {
+    state.next_container_images.clear();
+    state.pre_check_before_next = None;
+    let prios: BTreeMap<&str, Option<i64>> = images
+        .keys()
+        .map(|n| (n.as_str(), container_priority(pod, n)))
+        .collect();
+    let top = prios.values().flatten().max().copied();
+    let mut batch: BTreeSet<String> = BTreeSet::new();
+    for (name, img) in images {
+        let p = prios.get(name.as_str()).copied().flatten();
+        if p.is_none() || p == top {
+            batch.insert(name.clone());
+            m.container_images.insert(name.clone(), img.clone());
+        } else {
+            state.next_container_images.insert(name.clone(), img.clone());
+        }
+    }
+    let last = state.last_container_statuses.get_or_insert_with(BTreeMap::new);
+    for s in pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if batch.contains(&s.name) {
+            last.insert(
+                s.name.clone(),
+                InPlaceUpdateContainerStatus {
+                    image_id: s.image_id.clone(),
+                },
+            );
+        }
+    }
+    if !state.next_container_images.is_empty() {
+        state.pre_check_before_next = Some(InPlaceUpdatePreCheckBeforeNext {
+            containers_required_ready: batch.iter().cloned().collect(),
+        });
+    }
+    state.container_batches_record.push(InPlaceUpdateContainerBatch {
+        timestamp: now.clone(),
+        containers: batch.into_iter().collect(),
+    });
+}
+
+pub fn time(now: Timestamp) -> Time {
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// The pod write that starts an in-place update (Kruise `updatePodInPlace`, research §2.4): revision labels,
+/// lifecycle `Updating`, the state annotation, and either the new images now (grace 0) or the grace
+/// annotation (images untouched until the grace period ends).
+pub fn start_mutation(
+    pod: &Pod,
+    spec: &InPlaceSpec,
+    revision: &str,
+    revision_label: &str,
+    grace_seconds: i32,
+    now: Timestamp,
+) -> PodMutation {
+    let t = time(now);
+    let mut m = PodMutation::default();
+    m.labels.insert(
+        keys::CONTROLLER_REVISION_HASH_LABEL.into(),
+        Some(revision_label.into()),
+    );
+    m.labels.insert(
+        keys::POD_TEMPLATE_HASH_LABEL.into(),
+        Some(crate::revision::short_hash(revision).into()),
+    );
+    m.labels.insert(
+        keys::LIFECYCLE_STATE_LABEL.into(),
+        Some(keys::lifecycle::UPDATING.into()),
+    );
+    m.annotations.insert(
+        keys::LIFECYCLE_TIMESTAMP_ANNOTATION.into(),
+        Some(crate::pods::rfc3339(now)),
+    );
+    let mut state = InPlaceUpdateState {
+        revision: revision.to_string(),
+        update_timestamp: t.clone(),
+        update_images: !spec.images.is_empty(),
+        ..Default::default()
+    };
+    if grace_seconds <= 0 {
+        apply_meta(spec, &mut m);
+        patch_spec_to_pod(pod, &spec.images, &mut state, &t, &mut m);
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
+    } else {
+        let grace = UpdateSpec {
+            revision: revision.to_string(),
+            container_images: spec.images.clone(),
+            meta_data_patch: spec.meta_patch.as_ref().map(|p| B64.encode(p.as_bytes())),
+            grace_seconds,
+            ..Default::default()
+        };
+        m.annotations.insert(
+            keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(),
+            Some(grace.to_json()),
+        );
+    }
+    m.annotations.insert(
+        keys::INPLACE_UPDATE_STATE_ANNOTATION.into(),
+        Some(state.to_json()),
+    );
+    m.annotations
+        .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD.into(), None);
+    m
+}
+
+/// Outcome of Kruise `finishGracePeriod` for one pod.
+#[derive(Debug)]
+pub enum Grace {
+    /// Still waiting: look again after this many whole seconds (rounded up).
+    Wait(std::time::Duration),
+    /// Grace over: apply the images/metadata (and drop the annotation).
+    Finish(PodMutation),
+    /// The pod's revision no longer matches the grace spec: drop the annotation.
+    Abandon(PodMutation),
+    /// Unreadable annotations: nothing to do (explained).
+    Invalid(String),
+}
+
+/// Kruise `finishGracePeriod` (research §2.5).
+pub fn finish_grace(
+    pod: &Pod,
+    pod_revision: &str,
+    grace: &str,
+    state: Option<&str>,
+    now: Timestamp,
+) -> Grace {
+    let spec: UpdateSpec = match serde_json::from_str(grace) {
+        Ok(s) => s,
+        Err(e) => {
+            return Grace::Invalid(format!(
+                "unreadable {}: {e}",
+                keys::INPLACE_UPDATE_GRACE_ANNOTATION
+            ));
+        }
+    };
+    let Some(state) = state else {
+        return Grace::Invalid(format!(
+            "pod has {} but {} not found",
+            keys::INPLACE_UPDATE_GRACE_ANNOTATION,
+            keys::INPLACE_UPDATE_STATE_ANNOTATION
+        ));
+    };
+    let Ok(mut state) = serde_json::from_str::<InPlaceUpdateState>(state) else {
+        return Grace::Invalid(format!("unreadable {}", keys::INPLACE_UPDATE_STATE_ANNOTATION));
+    };
+    let mut m = PodMutation::default();
+    if !crate::revision::equal_to_revision(pod_revision, &spec.revision) {
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
+        return Grace::Abandon(m);
+    }
+    let grace_ms = i64::from(spec.grace_seconds) * 1000;
+    let span_ms = now.as_millisecond() - state.update_timestamp.0.as_millisecond();
+    if span_ms < grace_ms {
+        // Kruise roundupSeconds(grace − span).
+        let left_ms = grace_ms - span_ms;
+        let secs = (left_ms + 999) / 1000;
+        return Grace::Wait(std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)));
+    }
+    if let Some(p) = spec.meta_data_patch.as_deref().and_then(|p| B64.decode(p).ok()) {
+        meta_from_patch(&String::from_utf8_lossy(&p), &mut m);
+    }
+    patch_spec_to_pod(pod, &spec.container_images, &mut state, &time(now), &mut m);
+    m.annotations.insert(
+        keys::INPLACE_UPDATE_STATE_ANNOTATION.into(),
+        Some(state.to_json()),
+    );
+    m.annotations
+        .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
+    m.annotations
+        .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
+    Grace::Finish(m)
+}
+
+/// Docker-style reference normalisation for comparing spec and reported images: the kubelet reports
+/// `docker.io/library/nginx:1.20.0` for `nginx:1.20.0`. Kruise only adds `:latest`; normalising both sides
+/// keeps every Kruise "equal" equal and also accepts the kubelet's canonical form.
+pub fn normalize_image(image: &str) -> String {
+    let (name, suffix) = match image.find('@') {
+        Some(i) => (&image[..i], &image[i..]),
+        None => {
+            let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+            match image[last_slash..].rfind(':') {
+                Some(j) => (&image[..last_slash + j], &image[last_slash + j..]),
+                None => (image, ":latest"),
+            }
+        }
+    };
+    let first = name.split('/').next().unwrap_or("");
+    let has_domain =
+        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    let full = if has_domain {
+        name.to_string()
+    } else if name.contains('/') {
+        format!("docker.io/{name}")
+    } else {
+        format!("docker.io/library/{name}")
+    };
+    format!("{full}{suffix}")
+}
+
+/// Kruise `DefaultCheckInPlaceUpdateCompleted` on the status fallback (no node agent): every container
+/// recorded in `lastContainerStatuses` reports a new imageID, or reports the spec image already.
+pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> Result<(), String> {
+    if grace.is_some() {
+        return Err("still in grace period of in-place update".into());
+    }
+    let Some(state) = state else { return Ok(()) };
+    let state: InPlaceUpdateState = serde_json::from_str(state)
+        .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))?;
+    if !state.next_container_images.is_empty() {
+        return Err("existing containers to in-place update in next batches".into());
+    }
+    check_containers(pod, &state)
+}
+
+fn check_containers(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
+    let Some(last) = state.last_container_statuses.as_ref() else {
+        return Ok(());
+    };
+    let spec_images: BTreeMap<&str, &str> = pod
+        .spec
+        .as_ref()
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| (c.name.as_str(), c.image.as_deref().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut missing: BTreeSet<&str> = last.keys().map(String::as_str).collect();
+    for cs in pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(old) = last.get(&cs.name) {
+            if old.image_id == cs.image_id {
+                let want = spec_images.get(cs.name.as_str()).copied().unwrap_or("");
+                if normalize_image(want) != normalize_image(&cs.image) {
+                    return Err(format!("container {} imageID not changed", cs.name));
+                }
+            }
+            missing.remove(cs.name.as_str());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!("not found statuses of containers {missing:?}"));
+    }
+    Ok(())
+}
+
+/// Kruise Refresh's next-batch step: when the previous batch is complete and its containers are ready,
+/// patch the next containers. `Ok(None)` = nothing pending.
+pub fn next_batch(pod: &Pod, state: &str, now: Timestamp) -> Result<Option<PodMutation>, String> {
+    let Ok(mut st) = serde_json::from_str::<InPlaceUpdateState>(state) else {
+        return Err(format!("unreadable {}", keys::INPLACE_UPDATE_STATE_ANNOTATION));
+    };
+    if st.next_container_images.is_empty() {
+        return Ok(None);
+    }
+    check_containers(pod, &st)?;
+    if let Some(pre) = &st.pre_check_before_next {
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        for c in &pre.containers_required_ready {
+            let ready = statuses.into_iter().flatten().any(|s| &s.name == c && s.ready);
+            if !ready {
+                return Err(format!("container {c} is not ready before the next batch"));
+            }
+        }
+    }
+    let images = std::mem::take(&mut st.next_container_images);
+    let mut m = PodMutation::default();
+    patch_spec_to_pod(pod, &images, &mut st, &time(now), &mut m);
+    m.annotations
+        .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(st.to_json()));
+    Ok(Some(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tpl(image: &str, env: Option<&str>) -> Value {
+        let mut c = json!({"name": "c1", "image": image, "resources": {}});
+        if let Some(e) = env {
+            c["env"] = json!([{"name": "E", "value": e}]);
+        }
+        json!({"$patch": "replace", "metadata": {"creationTimestamp": null, "labels": {"app": "a"}},
+               "spec": {"containers": [c]}})
+    }
+
+    #[test]
+    fn image_only_is_in_place() {
+        let s = calculate(&tpl("foo1", None), &tpl("foo2", None)).unwrap();
+        assert_eq!(s.images.get("c1").map(String::as_str), Some("foo2"));
+        assert!(s.labels.is_empty() && s.meta_patch.is_none());
+    }
+
+    #[test]
+    fn env_change_is_recreate() {
+        let e = calculate(&tpl("foo1", Some("a")), &tpl("foo2", Some("b"))).unwrap_err();
+        assert!(e.contains("/spec/containers/0/env/0/value"), "{e}");
+        assert!(calculate(&tpl("foo1", None), &tpl("foo1", Some("b"))).is_err());
+    }
+
+    #[test]
+    fn label_change_is_metadata_in_place() {
+        let mut new = tpl("foo2", None);
+        new["metadata"]["labels"]["k1"] = json!("v1");
+        let s = calculate(&tpl("foo1", None), &new).unwrap();
+        assert_eq!(s.labels.get("k1"), Some(&Some("v1".to_string())));
+        assert_eq!(
+            s.meta_patch.as_deref(),
+            Some(r#"{"metadata":{"labels":{"k1":"v1"}}}"#)
+        );
+    }
+
+    #[test]
+    fn image_normalisation() {
+        assert_eq!(normalize_image("nginx:1.20.0"), "docker.io/library/nginx:1.20.0");
+        assert_eq!(normalize_image("nginx"), "docker.io/library/nginx:latest");
+        assert_eq!(
+            normalize_image("docker.io/library/nginx:1.20.0"),
+            "docker.io/library/nginx:1.20.0"
+        );
+        assert_eq!(normalize_image("localhost:5000/x"), "localhost:5000/x:latest");
+        assert_eq!(normalize_image("a/b@sha256:00"), "docker.io/a/b@sha256:00");
+    }
+}

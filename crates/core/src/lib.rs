@@ -1,0 +1,21 @@
+//! Pure CloneSet planning: a snapshot (CloneSet, pods, revisions, now) in, a plan (actions, status, requeue) out.
+//!
+//! No kube client, no async runtime, no clock reads: the same snapshot always yields the same plan.
+#![forbid(unsafe_code)]
+
+pub mod budget;
+pub mod gates;
+pub mod gojson;
+pub mod inplace;
+pub mod plan;
+pub mod planner;
+pub mod pods;
+pub mod revision;
+pub mod snapshot;
+pub mod sort;
+pub mod status;
+
+pub use gates::FeatureGates;
+pub use plan::{Action, Budget, Plan, PodMutation, UpdateReason};
+pub use planner::plan;
+pub use snapshot::Snapshot;

@@ -1,0 +1,189 @@
+//! The planner's output: verbs for the controller to execute, the status to write, and when to look again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use insitu_api::CloneSetStatus;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+/// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub current_revision: String,
+    pub update_revision: String,
+    pub budget: Budget,
+    pub actions: Vec<Action>,
+    /// The status to write through `/status`, only when it differs from the stored one (Kruise: inconsistentStatus).
+    pub status: Option<CloneSetStatus>,
+    /// Look again after this long even if nothing changes (grace period end, minReadySeconds, deadline).
+    #[serde(rename = "requeueAfterSeconds", serialize_with = "ser_secs")]
+    pub requeue_after: Option<Duration>,
+    /// One line per decision, for `insitu plan`, events and logs.
+    pub explanation: Vec<String>,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// Kruise's `expectationDiffs` (`calculateDiffsWithExpectation`), names as in Kruise.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    pub partition: i32,
+    pub max_surge: i32,
+    pub max_unavailable: i32,
+    pub scale_up_num: i32,
+    pub scale_up_num_old_revision: i32,
+    pub scale_down_num: i32,
+    pub scale_down_num_old_revision: i32,
+    pub scale_up_limit: i32,
+    pub delete_ready_limit: i32,
+    pub use_surge: i32,
+    pub use_surge_old_revision: i32,
+    pub update_num: i32,
+    pub update_max_unavailable: i32,
+}
+
+/// A single write the controller performs. Names are verbs; pods are addressed by name (+uid to guard
+/// against a same-name replacement).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Action {
+    /// Create a ControllerRevision for a new template.
+    #[serde(rename_all = "camelCase")]
+    CreateRevision { revision: Box<ControllerRevision> },
+    /// Re-use an older equal revision by bumping its `.revision` number (rollback).
+    #[serde(rename_all = "camelCase")]
+    BumpRevision { name: String, revision: i64 },
+    /// Delete an old revision beyond revisionHistoryLimit.
+    #[serde(rename_all = "camelCase")]
+    DeleteRevision { name: String },
+    /// Create a pod (already named `<cs>-<instance-id>`, labelled, with the readiness gate).
+    #[serde(rename_all = "camelCase")]
+    CreatePod { pod: Box<Pod>, revision: String },
+    /// Delete a pod (scale down, specified delete, recreate update).
+    #[serde(rename_all = "camelCase")]
+    DeletePod {
+        pod: String,
+        uid: String,
+        reason: String,
+    },
+    /// Write the `InPlaceUpdateReady` condition through `pods/status`. When `ready` is false the pod's `Ready`
+    /// condition is recomputed False in the same write (Kruise: SetPodReadyCondition), so endpoints drop it now.
+    #[serde(rename_all = "camelCase")]
+    SetInPlaceUpdateReady { pod: String, uid: String, ready: bool },
+    /// Read-modify-write of the pod (GET, apply the mutation, PUT with resourceVersion, retry on conflict),
+    /// as Kruise's `updatePodInPlace`. Used to start an in-place update and to finish its grace period.
+    #[serde(rename_all = "camelCase")]
+    UpdatePod {
+        pod: String,
+        uid: String,
+        mutation: PodMutation,
+        reason: UpdateReason,
+    },
+    /// Merge-patch pod labels/annotations (lifecycle transitions, specified-delete, hash-label backfill).
+    #[serde(rename_all = "camelCase")]
+    PatchPodMetadata {
+        pod: String,
+        uid: String,
+        /// `None` removes the key.
+        labels: BTreeMap<String, Option<String>>,
+        annotations: BTreeMap<String, Option<String>>,
+        reason: UpdateReason,
+    },
+    /// Remove names of pods that no longer exist from `spec.scaleStrategy.podsToDelete`.
+    #[serde(rename_all = "camelCase")]
+    TruncatePodsToDelete { remove: Vec<String> },
+}
+
+/// Why a pod write happens; drives events and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum UpdateReason {
+    /// Start an in-place update (state annotation, labels; image too when there is no grace period).
+    StartInPlaceUpdate,
+    /// Grace period over: patch the containers.
+    FinishGracePeriod,
+    /// The template changed again during the grace period: drop the grace annotation.
+    AbandonGracePeriod,
+    /// Mark a pod for recreation (`apps.kruise.io/specified-delete`).
+    Recreate,
+    /// Lifecycle label transition.
+    Lifecycle,
+    /// Backfill of `pod-template-hash`.
+    BackfillHash,
+    /// Patch the next batch of containers (container launch priority).
+    NextBatch,
+}
+
+/// A change to apply to a freshly read pod. Applying it twice is harmless (idempotent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMutation {
+    /// Labels to set (`Some`) or remove (`None`).
+    pub labels: BTreeMap<String, Option<String>>,
+    /// Annotations to set (`Some`) or remove (`None`).
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// container name → new image.
+    pub container_images: BTreeMap<String, String>,
+    /// Finalizers to add (`true`) or remove (`false`): template finalizer changes applied in place.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finalizers: BTreeMap<String, bool>,
+}
+
+impl PodMutation {
+    /// Applies the mutation to a pod in memory.
+    pub fn apply(&self, pod: &mut Pod) {
+        let meta = &mut pod.metadata;
+        for (k, v) in &self.labels {
+            let labels = meta.labels.get_or_insert_with(Default::default);
+            match v {
+                Some(v) => labels.insert(k.clone(), v.clone()),
+                None => labels.remove(k),
+            };
+        }
+        for (k, v) in &self.annotations {
+            let ann = meta.annotations.get_or_insert_with(Default::default);
+            match v {
+                Some(v) => ann.insert(k.clone(), v.clone()),
+                None => ann.remove(k),
+            };
+        }
+        for (f, add) in &self.finalizers {
+            let fins = meta.finalizers.get_or_insert_with(Default::default);
+            let present = fins.iter().any(|x| x == f);
+            if *add && !present {
+                fins.push(f.clone());
+            } else if !*add && present {
+                fins.retain(|x| x != f);
+            }
+        }
+        if let Some(spec) = pod.spec.as_mut() {
+            for c in &mut spec.containers {
+                if let Some(img) = self.container_images.get(&c.name) {
+                    c.image = Some(img.clone());
+                }
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+            && self.annotations.is_empty()
+            && self.container_images.is_empty()
+            && self.finalizers.is_empty()
+    }
+}
+
+impl Plan {
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty() && self.status.is_none()
+    }
+}

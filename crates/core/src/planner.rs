@@ -1,0 +1,858 @@
+//! `plan()`: one Kruise reconcile (research §3.2) as a pure function: revisions → scale or update → status.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use insitu_api::validation::{format_selector, selector_matches};
+use insitu_api::{CloneSet, CloneSetUpdateStrategyType, LifecycleHook, keys};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use serde_json::Value;
+
+use crate::budget::{self, DiffPod};
+use crate::inplace::{self, Grace, InPlaceSpec};
+use crate::plan::{Action, Budget, Plan, UpdateReason};
+use crate::pods::{self, PodFacts};
+use crate::revision::{self, equal_to_revision, short_hash};
+use crate::sort;
+use crate::status::{self, StatusInput};
+use crate::{FeatureGates, Snapshot};
+
+/// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
+pub fn plan(s: &Snapshot) -> Plan {
+    Planner::new(s).run()
+}
+
+struct Planner<'a> {
+    s: &'a Snapshot,
+    cs: &'a CloneSet,
+    gates: &'a FeatureGates,
+    plan: Plan,
+    requeue: Option<Duration>,
+    failed_scale: Option<String>,
+    failed_update: Option<String>,
+}
+
+/// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
+pub fn is_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
+    let Some(h) = hook else { return false };
+    let labels = pod.metadata.labels.as_ref();
+    let fins = pod.metadata.finalizers.as_deref().unwrap_or_default();
+    h.finalizers_handler.iter().any(|f| fins.contains(f))
+        || h.labels_handler
+            .iter()
+            .any(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
+pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
+    let Some(h) = hook else { return false };
+    let labels = pod.metadata.labels.as_ref();
+    let fins = pod.metadata.finalizers.as_deref().unwrap_or_default();
+    h.finalizers_handler.iter().all(|f| fins.contains(f))
+        && h.labels_handler
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+fn lifecycle_patch(f: &PodFacts, state: &str, now: k8s_openapi::jiff::Timestamp) -> Action {
+    let mut labels = BTreeMap::new();
+    labels.insert(keys::LIFECYCLE_STATE_LABEL.to_string(), Some(state.to_string()));
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        keys::LIFECYCLE_TIMESTAMP_ANNOTATION.to_string(),
+        Some(pods::rfc3339(now)),
+    );
+    Action::PatchPodMetadata {
+        pod: f.name.to_string(),
+        uid: f.uid.to_string(),
+        labels,
+        annotations,
+        reason: UpdateReason::Lifecycle,
+    }
+}
+
+impl<'a> Planner<'a> {
+    fn new(s: &'a Snapshot) -> Self {
+        Planner {
+            s,
+            cs: &s.cloneset,
+            gates: &s.gates,
+            plan: Plan::default(),
+            requeue: None,
+            failed_scale: None,
+            failed_update: None,
+        }
+    }
+
+    fn why(&mut self, line: impl Into<String>) {
+        self.plan.explanation.push(line.into());
+    }
+
+    fn requeue_after(&mut self, d: Duration) {
+        if d > Duration::ZERO {
+            self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+        }
+    }
+
+    fn run(mut self) -> Plan {
+        let cs = self.cs;
+        let spec = &cs.spec;
+        let now = self.s.now;
+
+        // Revisions (Kruise getActiveRevisions).
+        let revs = revision::active_revisions(cs, &self.s.revisions);
+        self.plan.actions.extend(revs.actions.iter().cloned());
+        self.plan.explanation.extend(revs.explanation.iter().cloned());
+        let update_name = revs.update.metadata.name.clone().unwrap_or_default();
+        let current_name = revs.current.metadata.name.clone().unwrap_or_default();
+        self.plan.update_revision = update_name.clone();
+        self.plan.current_revision = current_name.clone();
+
+        // Pods: active ones whose labels still match the selector (Kruise claimPods releases the others).
+        let pods_to_delete: HashSet<&str> = spec
+            .scale_strategy
+            .as_ref()
+            .map(|s| s.pods_to_delete.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mrs = spec.min_ready_seconds();
+        let empty = BTreeMap::new();
+        let mut facts: Vec<PodFacts> = Vec::with_capacity(self.s.pods.len());
+        let mut released = 0usize;
+        for p in &self.s.pods {
+            let f = PodFacts::new(p, now, mrs, &pods_to_delete, &update_name);
+            if !f.active {
+                continue;
+            }
+            if !selector_matches(&spec.selector, p.metadata.labels.as_ref().unwrap_or(&empty)) {
+                released += 1;
+                continue;
+            }
+            facts.push(f);
+        }
+        if released > 0 {
+            self.why(format!(
+                "{released} owned pod(s) no longer match the selector: not managed"
+            ));
+        }
+        facts.sort_unstable_by(|a, b| a.name.cmp(b.name));
+
+        let strategy = spec.update_strategy.clone().unwrap_or_default();
+        let stype = strategy.strategy_type();
+        let deleting = cs.metadata.deletion_timestamp.is_some();
+        let rev_by_hash: HashMap<&str, &Arc<ControllerRevision>> = revs
+            .all
+            .iter()
+            .filter_map(|r| r.metadata.name.as_deref().map(|n| (short_hash(n), r)))
+            .collect();
+
+        if deleting {
+            self.why("CloneSet is being deleted: no scale, no update");
+        } else {
+            let scaled = self.scale(&facts, &revs.current, &revs.update, &current_name, &update_name);
+            if scaled {
+                self.why("scaling this round: update waits for the next round (Kruise: never both)");
+            } else {
+                match stype {
+                    Some(t) => self.update(&facts, t, &revs.current, &revs.update, &rev_by_hash),
+                    None => self.why(format!(
+                        "spec.updateStrategy.type {:?} is not ReCreate, InPlaceIfPossible or InPlaceOnly: no update",
+                        strategy.type_.as_deref().unwrap_or("")
+                    )),
+                }
+            }
+        }
+
+        // Status (Kruise calculateStatus + inconsistentStatus).
+        let partition = budget::partition(strategy.partition.as_ref(), spec.replicas());
+        let input = StatusInput {
+            update_revision: &update_name,
+            current_revision: &current_name,
+            collision_count: revs.collision_count,
+            expected_updated: spec.replicas() - partition,
+            label_selector: format_selector(&spec.selector),
+            failed_scale: self.failed_scale.take(),
+            failed_update: self.failed_update.take(),
+        };
+        let (st, rq) = status::compute(cs, &facts, &input, now);
+        if let Some(d) = rq {
+            self.requeue_after(d);
+        }
+        if status::inconsistent(cs.status.as_ref(), &st) {
+            self.plan.status = Some(st);
+        }
+
+        // Kruise truncatePodsToDelete: names of pods that do not exist any more.
+        let names: HashSet<&str> = facts.iter().map(|f| f.name).collect();
+        let remove: Vec<String> = pods_to_delete
+            .iter()
+            .filter(|n| !names.contains(**n))
+            .map(|n| (*n).to_string())
+            .collect();
+        if !remove.is_empty() {
+            let mut remove = remove;
+            remove.sort();
+            self.why(format!(
+                "podsToDelete names no existing pod: remove {}",
+                remove.join(", ")
+            ));
+            self.plan.actions.push(Action::TruncatePodsToDelete { remove });
+        }
+        // Kruise truncateHistory.
+        let hist = revision::truncate_history(
+            &revs.all,
+            &self.s.pods,
+            &current_name,
+            &update_name,
+            spec.revision_history_limit(),
+        );
+        if !hist.is_empty() {
+            self.why(format!(
+                "{} non-live revision(s) beyond revisionHistoryLimit {}: delete",
+                hist.len(),
+                spec.revision_history_limit()
+            ));
+            self.plan.actions.extend(hist);
+        }
+        self.plan.requeue_after = self.requeue;
+        self.plan
+    }
+
+    fn template_of(&self, rev: &ControllerRevision, update: &ControllerRevision) -> PodTemplateSpec {
+        if std::ptr::eq(rev, update) || rev.metadata.name == update.metadata.name {
+            return self.cs.spec.template.clone();
+        }
+        revision::template_of(rev).unwrap_or_else(|| self.cs.spec.template.clone())
+    }
+
+    fn explain_budget(&mut self, b: &Budget, phase: &str) {
+        self.why(format!(
+            "{phase} budget: partition={} maxSurge={} maxUnavailable={} scaleUp={} (old {}) limit={} scaleDown={} (old {}) deleteReadyLimit={} useSurge={} (old {}) updateNum={} updateMaxUnavailable={}",
+            b.partition,
+            b.max_surge,
+            b.max_unavailable,
+            b.scale_up_num,
+            b.scale_up_num_old_revision,
+            b.scale_up_limit,
+            b.scale_down_num,
+            b.scale_down_num_old_revision,
+            b.delete_ready_limit,
+            b.use_surge,
+            b.use_surge_old_revision,
+            b.update_num,
+            b.update_max_unavailable
+        ));
+    }
+
+    /// Kruise `deletePods`: a pod with the preDelete hook goes to PreparingDelete; others are deleted.
+    fn delete_pods(&mut self, victims: &[&PodFacts], why: &str) -> bool {
+        let hook = self
+            .cs
+            .spec
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_delete.as_ref());
+        let mut modified = false;
+        for f in victims {
+            if is_hooked(hook, f.pod) {
+                if f.lifecycle != keys::lifecycle::PREPARING_DELETE {
+                    self.why(format!(
+                        "pod {}: preDelete hook present → PreparingDelete ({why})",
+                        f.name
+                    ));
+                    self.plan
+                        .actions
+                        .push(lifecycle_patch(f, keys::lifecycle::PREPARING_DELETE, self.s.now));
+                    modified = true;
+                }
+                continue;
+            }
+            self.why(format!("delete pod {} ({why})", f.name));
+            self.plan.actions.push(Action::DeletePod {
+                pod: f.name.to_string(),
+                uid: f.uid.to_string(),
+                reason: why.to_string(),
+            });
+            modified = true;
+        }
+        modified
+    }
+
+    /// Kruise `Scale` (research §3.6). Returns true when it planned any write.
+    fn scale(
+        &mut self,
+        facts: &[PodFacts],
+        current: &ControllerRevision,
+        update: &ControllerRevision,
+        current_name: &str,
+        update_name: &str,
+    ) -> bool {
+        let cs = self.cs;
+        let spec = &cs.spec;
+        let replicas = spec.replicas();
+        let specified: Vec<&PodFacts> = facts.iter().filter(|f| f.specified_delete).collect();
+        let pre_delete: Vec<&PodFacts> = facts.iter().filter(|f| f.preparing_delete()).collect();
+        let num_to_delete = facts
+            .iter()
+            .filter(|f| f.specified_delete || f.preparing_delete())
+            .count();
+
+        // Kruise managePreparingDelete: pods waiting in PreparingDelete come back when replicas need them.
+        let lc = spec.lifecycle.as_ref();
+        let any_mark = lc.is_some_and(|l| {
+            [&l.pre_delete, &l.in_place_update, &l.pre_normal]
+                .iter()
+                .any(|h| h.as_ref().is_some_and(|h| h.mark_pod_not_ready))
+        });
+        if !any_mark && i64::from(replicas) - facts.len() as i64 + num_to_delete as i64 > 0 {
+            let mut modified = false;
+            for f in &pre_delete {
+                if !f.specified_delete {
+                    self.why(format!(
+                        "pod {}: deletion cancelled, replicas need it → PreparingNormal",
+                        f.name
+                    ));
+                    self.plan
+                        .actions
+                        .push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
+                    modified = true;
+                }
+            }
+            if modified {
+                return true;
+            }
+        }
+
+        let exclude_pd = self.gates.exclude_preparing_delete
+            || cs
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL))
+                == Some(&"true".to_string());
+        let diff: Vec<DiffPod> = facts
+            .iter()
+            .map(|f| DiffPod {
+                updated: f.updated
+                    || (self.gates.preparing_update_as_update
+                        && f.lifecycle == keys::lifecycle::PREPARING_UPDATE),
+                preparing_delete: f.preparing_delete(),
+                to_delete: f.specified_delete,
+                available: f.available,
+            })
+            .collect();
+        let allow_rollback = self.gates.cloneset_partition_rollback && current_name != update_name;
+        let b = budget::calculate(spec, &diff, allow_rollback, exclude_pd);
+        self.plan.budget = b.clone();
+        self.explain_budget(&b, "scale");
+        if b.scale_up_num > b.scale_up_limit {
+            self.why(format!(
+                "{}: scaleUp is limited because of scaleStrategy.maxUnavailable, limit: {}",
+                keys::events::SCALE_UP_LIMITED,
+                b.scale_up_limit
+            ));
+        }
+
+        if b.scale_up_num > 0 {
+            let n = usize::try_from(b.scale_up_limit).unwrap_or(0);
+            let n_current = usize::try_from(b.scale_up_num_old_revision).unwrap_or(0).min(n);
+            if n == 0 {
+                self.why(format!(
+                    "need {} more pod(s) but the scale-up limit is 0: wait",
+                    b.scale_up_num
+                ));
+                return false;
+            }
+            let taken: HashSet<String> = self
+                .s
+                .pods
+                .iter()
+                .filter_map(|p| pods::label(p, keys::INSTANCE_ID_LABEL).map(str::to_string))
+                .chain(self.s.pods.iter().filter_map(|p| {
+                    let name = p.metadata.name.as_deref()?;
+                    let cs_name = cs.metadata.name.as_deref()?;
+                    name.strip_prefix(cs_name)?.strip_prefix('-').map(str::to_string)
+                }))
+                .collect();
+            let seed = format!(
+                "{}/{}/{}/{}",
+                cs.metadata.uid.as_deref().unwrap_or_default(),
+                cs.metadata.name.as_deref().unwrap_or_default(),
+                self.s.now.as_nanosecond(),
+                self.s.pods.len()
+            );
+            let ids = pods::instance_ids(&seed, n, &taken);
+            let cur_tpl = self.template_of(current, update);
+            let upd_tpl = &cs.spec.template;
+            for (i, id) in ids.iter().enumerate() {
+                let (tpl, rev) = if i < n_current {
+                    (&cur_tpl, current_name)
+                } else {
+                    (upd_tpl, update_name)
+                };
+                let pod = pods::new_pod(cs, tpl, rev, id, self.s.now, self.gates.cloneset_short_hash);
+                self.plan.actions.push(Action::CreatePod {
+                    pod: Box::new(pod),
+                    revision: rev.to_string(),
+                });
+            }
+            self.why(format!(
+                "create {n} pod(s): {n_current} at current revision {current_name}, {} at update revision {update_name}",
+                n - n_current
+            ));
+            return true;
+        }
+
+        if !pre_delete.is_empty() && self.delete_pods(&pre_delete, "PreparingDelete and no longer hooked") {
+            return true;
+        }
+
+        let specified: Vec<&PodFacts> = specified.into_iter().filter(|f| !f.preparing_delete()).collect();
+        if !specified.is_empty() {
+            let mut ready = 0i32;
+            let mut victims = Vec::new();
+            for f in &specified {
+                if !f.update_ready {
+                    victims.push(*f);
+                } else if ready < b.delete_ready_limit {
+                    ready += 1;
+                    victims.push(*f);
+                }
+            }
+            if victims.len() < specified.len() {
+                self.why(format!(
+                    "{} ready pod(s) specified for deletion wait: deleteReadyLimit {}",
+                    specified.len() - victims.len(),
+                    b.delete_ready_limit
+                ));
+            }
+            if self.delete_pods(&victims, "specified delete") {
+                return true;
+            }
+        }
+
+        if b.scale_down_num > 0 {
+            if num_to_delete > 0 {
+                self.why("scale down skipped while pods are specified for deletion or in PreparingDelete");
+                return false;
+            }
+            let mut rank: HashMap<&str, usize> = HashMap::new();
+            for f in facts.iter().filter(|f| f.node_assigned) {
+                *rank.entry(f.node).or_default() += 1;
+            }
+            let (mut upd, mut old): (Vec<&PodFacts>, Vec<&PodFacts>) = facts.iter().partition(|f| f.updated);
+            let total = usize::try_from(b.scale_down_num).unwrap_or(0);
+            let old_n = usize::try_from(b.scale_down_num_old_revision).unwrap_or(0);
+            fn choose<'p, 'f>(
+                v: &mut [&'p PodFacts<'f>],
+                n: usize,
+                rank: &HashMap<&str, usize>,
+            ) -> Vec<&'p PodFacts<'f>> {
+                if n < v.len() {
+                    v.sort_by(|a, b| sort::scale_down(a, b, rank));
+                }
+                v.iter().take(n).copied().collect()
+            }
+            let mut chosen: Vec<&PodFacts> = if old_n >= total {
+                choose(&mut old, total, &rank)
+            } else if old_n > 0 {
+                let mut c = choose(&mut old, old_n, &rank);
+                c.extend(choose(&mut upd, total - old_n, &rank));
+                c
+            } else {
+                choose(&mut upd, total, &rank)
+            };
+            let mut ready = 0i32;
+            chosen.retain(|f| {
+                if !f.update_ready {
+                    true
+                } else if ready < b.delete_ready_limit {
+                    ready += 1;
+                    true
+                } else {
+                    false
+                }
+            });
+            if chosen.len() < total {
+                self.why(format!(
+                    "scale down {total}: {} ready pod(s) kept by deleteReadyLimit {}",
+                    total - chosen.len(),
+                    b.delete_ready_limit
+                ));
+            }
+            return self.delete_pods(&chosen, "scale down");
+        }
+        false
+    }
+
+    /// Kruise `refreshPodState` (in-place Refresh, lifecycle transitions, hash backfill) for one pod.
+    fn refresh(&mut self, f: &PodFacts, update_name: &str) -> bool {
+        let now = self.s.now;
+        let before = self.plan.actions.len();
+        let (name, uid) = (f.name.to_string(), f.uid.to_string());
+        // In-place Refresh (research §2.5).
+        let mut containers_done = true;
+        if let Some(g) = f.grace {
+            containers_done = false;
+            match inplace::finish_grace(f.pod, f.revision, g, f.state, now) {
+                Grace::Wait(d) => {
+                    self.requeue_after(d);
+                }
+                Grace::Finish(m) => {
+                    self.why(format!(
+                        "pod {name}: grace period over → patch images {:?}",
+                        m.container_images
+                    ));
+                    self.plan.actions.push(Action::UpdatePod {
+                        pod: name.clone(),
+                        uid: uid.clone(),
+                        mutation: m,
+                        reason: UpdateReason::FinishGracePeriod,
+                    });
+                }
+                Grace::Abandon(m) => {
+                    self.why(format!(
+                        "pod {name}: template changed during the grace period → drop it"
+                    ));
+                    self.plan.actions.push(Action::UpdatePod {
+                        pod: name.clone(),
+                        uid: uid.clone(),
+                        mutation: m,
+                        reason: UpdateReason::AbandonGracePeriod,
+                    });
+                }
+                Grace::Invalid(e) => self.why(format!("pod {name}: {e}")),
+            }
+        } else if let Some(state) = f.state {
+            match inplace::next_batch(f.pod, state, now) {
+                Ok(Some(m)) => {
+                    containers_done = false;
+                    self.why(format!("pod {name}: previous batch done → next container batch"));
+                    self.plan.actions.push(Action::UpdatePod {
+                        pod: name.clone(),
+                        uid: uid.clone(),
+                        mutation: m,
+                        reason: UpdateReason::NextBatch,
+                    });
+                }
+                Ok(None) => containers_done = inplace::check_completed(f.pod, None, Some(state)).is_ok(),
+                Err(_) => containers_done = false,
+            }
+        }
+        if containers_done && f.has_gate && f.ipu_condition.is_none_or(|c| c.status != "True") {
+            self.plan.actions.push(Action::SetInPlaceUpdateReady {
+                pod: name.clone(),
+                uid: uid.clone(),
+                ready: true,
+            });
+        }
+
+        // Lifecycle transitions (research §3.8).
+        let lc = self.cs.spec.lifecycle.as_ref();
+        let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
+        let next_state = match f.lifecycle {
+            keys::lifecycle::PREPARING_NORMAL => {
+                let hook_ok = lc
+                    .and_then(|l| l.pre_normal.as_ref())
+                    .is_none_or(|h| is_all_hooked(Some(h), f.pod));
+                (hook_ok && f.node_assigned).then_some(keys::lifecycle::NORMAL)
+            }
+            keys::lifecycle::PREPARING_UPDATE => equal_to_revision(f.revision, update_name).then(|| {
+                if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
+                    keys::lifecycle::UPDATED
+                } else {
+                    keys::lifecycle::NORMAL
+                }
+            }),
+            keys::lifecycle::UPDATING => {
+                inplace::check_completed(f.pod, f.grace, f.state)
+                    .is_ok()
+                    .then(|| {
+                        if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
+                            keys::lifecycle::UPDATED
+                        } else {
+                            keys::lifecycle::NORMAL
+                        }
+                    })
+            }
+            keys::lifecycle::UPDATED => {
+                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.pod)).then_some(keys::lifecycle::NORMAL)
+            }
+            _ => None,
+        };
+        if let Some(st) = next_state {
+            self.why(format!("pod {name}: lifecycle {} → {st}", f.lifecycle));
+            self.plan.actions.push(lifecycle_patch(f, st, now));
+        }
+
+        // Kruise fixPodTemplateHashLabel.
+        if pods::label(f.pod, keys::POD_TEMPLATE_HASH_LABEL).is_none() && !f.revision.is_empty() {
+            let mut labels = BTreeMap::new();
+            labels.insert(
+                keys::POD_TEMPLATE_HASH_LABEL.to_string(),
+                Some(short_hash(f.revision).to_string()),
+            );
+            self.plan.actions.push(Action::PatchPodMetadata {
+                pod: name,
+                uid,
+                labels,
+                annotations: BTreeMap::new(),
+                reason: UpdateReason::BackfillHash,
+            });
+        }
+        self.plan.actions.len() > before
+    }
+
+    /// Kruise `Update` (research §3.7).
+    fn update(
+        &mut self,
+        facts: &[PodFacts],
+        stype: CloneSetUpdateStrategyType,
+        current: &Arc<ControllerRevision>,
+        update: &Arc<ControllerRevision>,
+        rev_by_hash: &HashMap<&str, &Arc<ControllerRevision>>,
+    ) {
+        let update_name = update.metadata.name.clone().unwrap_or_default();
+        let current_name = current.metadata.name.clone().unwrap_or_default();
+        let mut refreshed = 0usize;
+        for f in facts {
+            if self.refresh(f, &update_name) {
+                refreshed += 1;
+            }
+        }
+        if refreshed > 0 {
+            self.why(format!(
+                "refreshed {refreshed} pod(s): update waits for the next round"
+            ));
+            return;
+        }
+        let spec = &self.cs.spec;
+        let strategy = spec.update_strategy.clone().unwrap_or_default();
+        if strategy.paused {
+            self.why("updateStrategy.paused: no pod is updated");
+            return;
+        }
+        let diff: Vec<DiffPod> = facts
+            .iter()
+            .map(|f| DiffPod {
+                updated: f.updated,
+                preparing_delete: f.preparing_delete(),
+                to_delete: f.specified_delete,
+                available: f.available,
+            })
+            .collect();
+        let allow_rollback = self.gates.cloneset_partition_rollback && current_name != update_name;
+        let exclude_pd = self.gates.exclude_preparing_delete;
+        let b = budget::calculate(spec, &diff, allow_rollback, exclude_pd);
+        self.plan.budget = b.clone();
+        self.explain_budget(&b, "update");
+        if b.update_num == 0 {
+            return;
+        }
+        let (target, target_name) = if b.update_num > 0 {
+            (update, &update_name)
+        } else {
+            (current, &current_name)
+        };
+        let mut cand: Vec<usize> = Vec::new();
+        for (i, f) in facts.iter().enumerate() {
+            let wait = if b.update_num > 0 { !f.updated } else { f.updated };
+            if !wait {
+                continue;
+            }
+            let can = match f.lifecycle {
+                keys::lifecycle::PREPARING_DELETE => false,
+                keys::lifecycle::UPDATED => true,
+                _ => f.grace.is_none(),
+            };
+            if can {
+                cand.push(i);
+            }
+        }
+        sort::update_candidates(
+            facts,
+            &mut cand,
+            strategy.priority_strategy.as_ref(),
+            &strategy.scatter_strategy,
+        );
+        let avail: Vec<bool> = cand.iter().map(|&i| facts[i].available).collect();
+        let n = budget::limit_update(
+            &b,
+            facts
+                .iter()
+                .map(|f| (f.available, equal_to_revision(f.revision, target_name))),
+            &avail,
+        );
+        self.why(format!(
+            "{} candidate(s) for revision {target_name}; {n} may update now (updateMaxUnavailable {})",
+            cand.len(),
+            b.update_max_unavailable
+        ));
+        let grace = strategy
+            .in_place_update_strategy
+            .as_ref()
+            .and_then(|s| s.grace_period_seconds)
+            .unwrap_or(0);
+        let target_tpl = revision::template_value(target).cloned();
+        let mut cache: HashMap<String, Result<InPlaceSpec, String>> = HashMap::new();
+        let mut errors = Vec::new();
+        for &i in cand.iter().take(n) {
+            let f = &facts[i];
+            if let Err(e) = self.update_pod(
+                f,
+                stype,
+                target_name,
+                target_tpl.as_ref(),
+                rev_by_hash,
+                &mut cache,
+                grace,
+            ) {
+                self.why(e.clone());
+                errors.push(e);
+            }
+        }
+        if !errors.is_empty() {
+            self.failed_update = Some(errors.join("; "));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn update_pod(
+        &mut self,
+        f: &PodFacts,
+        stype: CloneSetUpdateStrategyType,
+        target_name: &str,
+        target_tpl: Option<&Value>,
+        rev_by_hash: &HashMap<&str, &Arc<ControllerRevision>>,
+        cache: &mut HashMap<String, Result<InPlaceSpec, String>>,
+        grace: i32,
+    ) -> Result<(), String> {
+        let now = self.s.now;
+        let (name, uid) = (f.name.to_string(), f.uid.to_string());
+        if stype != CloneSetUpdateStrategyType::ReCreate {
+            let old = if f.revision.is_empty() {
+                None
+            } else {
+                rev_by_hash.get(short_hash(f.revision))
+            };
+            let spec = match (old, target_tpl) {
+                (Some(old), Some(t)) => {
+                    let key = old.metadata.name.clone().unwrap_or_default();
+                    cache
+                        .entry(key)
+                        .or_insert_with(|| match revision::template_value(old) {
+                            Some(o) => inplace::calculate(o, t),
+                            None => Err("old revision has no template".into()),
+                        })
+                        .clone()
+                }
+                (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
+                (_, None) => Err("target revision has no template".into()),
+            };
+            match spec {
+                Ok(spec) => {
+                    let lc = self.cs.spec.lifecycle.as_ref();
+                    let hook = lc.and_then(|l| l.in_place_update.as_ref());
+                    match f.lifecycle {
+                        "" | keys::lifecycle::PREPARING_NORMAL | keys::lifecycle::NORMAL => {
+                            if is_hooked(hook, f.pod) {
+                                self.why(format!(
+                                    "pod {name}: inPlaceUpdate hook present → PreparingUpdate"
+                                ));
+                                self.plan.actions.push(lifecycle_patch(
+                                    f,
+                                    keys::lifecycle::PREPARING_UPDATE,
+                                    now,
+                                ));
+                                return Ok(());
+                            }
+                        }
+                        keys::lifecycle::UPDATED => {
+                            // Kruise UpdatePodLifecycleWithHandler: re-apply the hook labels.
+                            let mut a = lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE, now);
+                            if let (Action::PatchPodMetadata { labels, .. }, Some(h)) = (&mut a, hook) {
+                                for (k, v) in &h.labels_handler {
+                                    labels.insert(k.clone(), Some(v.clone()));
+                                }
+                            }
+                            self.why(format!("pod {name}: Updated → PreparingUpdate (hook re-applied)"));
+                            self.plan.actions.push(a);
+                            return Ok(());
+                        }
+                        keys::lifecycle::PREPARING_UPDATE => {
+                            if is_hooked(hook, f.pod) {
+                                self.why(format!(
+                                    "pod {name}: PreparingUpdate, waiting for the inPlaceUpdate hook"
+                                ));
+                                return Ok(());
+                            }
+                        }
+                        keys::lifecycle::UPDATING => {}
+                        other => {
+                            return Err(format!(
+                                "not allowed to in-place update pod {name} in state {other}"
+                            ));
+                        }
+                    }
+                    let label = if self.gates.cloneset_short_hash {
+                        short_hash(target_name).to_string()
+                    } else {
+                        target_name.to_string()
+                    };
+                    let m = inplace::start_mutation(f.pod, &spec, target_name, &label, grace, now);
+                    if f.has_gate {
+                        self.plan.actions.push(Action::SetInPlaceUpdateReady {
+                            pod: name.clone(),
+                            uid: uid.clone(),
+                            ready: false,
+                        });
+                    }
+                    self.why(format!(
+                        "pod {name}: in-place update to {target_name} (images {:?}{})",
+                        spec.images,
+                        if grace > 0 {
+                            format!(", grace {grace}s")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    self.plan.actions.push(Action::UpdatePod {
+                        pod: name,
+                        uid,
+                        mutation: m,
+                        reason: UpdateReason::StartInPlaceUpdate,
+                    });
+                    if grace > 0 {
+                        self.requeue_after(Duration::from_secs(u64::try_from(grace).unwrap_or(0)));
+                    }
+                    return Ok(());
+                }
+                Err(why) => {
+                    if stype == CloneSetUpdateStrategyType::InPlaceOnly {
+                        return Err(format!(
+                            "find Pod {name} update strategy is InPlaceOnly but can not update in-place ({why})"
+                        ));
+                    }
+                    self.why(format!("pod {name}: cannot update in place ({why}) → recreate"));
+                }
+            }
+        }
+        if pods::label(f.pod, keys::SPECIFIED_DELETE_LABEL) == Some("true") {
+            return Ok(());
+        }
+        self.why(format!(
+            "pod {name}: recreate for revision {target_name} (label specified-delete)"
+        ));
+        let mut labels = BTreeMap::new();
+        labels.insert(keys::SPECIFIED_DELETE_LABEL.to_string(), Some("true".to_string()));
+        self.plan.actions.push(Action::PatchPodMetadata {
+            pod: name,
+            uid,
+            labels,
+            annotations: BTreeMap::new(),
+            reason: UpdateReason::Recreate,
+        });
+        Ok(())
+    }
+}

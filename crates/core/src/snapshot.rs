@@ -1,0 +1,22 @@
+//! The planner's input: everything the controller's caches know about one CloneSet at one instant.
+
+use std::sync::Arc;
+
+use insitu_api::CloneSet;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::FeatureGates;
+
+/// One CloneSet and what it owns, as seen by the cache. `now` is passed in: core never reads a clock.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub cloneset: Arc<CloneSet>,
+    /// Pods whose controller ownerReference is this CloneSet (active and inactive).
+    pub pods: Vec<Arc<Pod>>,
+    /// ControllerRevisions owned by this CloneSet (or matching its selector and unowned).
+    pub revisions: Vec<Arc<ControllerRevision>>,
+    pub now: Timestamp,
+    pub gates: FeatureGates,
+}

@@ -1,0 +1,288 @@
+//! Test world: a CloneSet, its pods and revisions, an executor for plans and a tiny kubelet.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use insitu_api::{CloneSet, keys};
+use insitu_core::{Action, FeatureGates, Plan, Snapshot};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+
+pub fn t0() -> Timestamp {
+    "2026-01-01T00:00:00Z".parse().unwrap()
+}
+
+pub fn cloneset(replicas: i32, image: &str, strategy: serde_json::Value) -> CloneSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "web", "namespace": "default", "uid": "uid-web", "generation": 1},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "web", "image": image}]}},
+            "updateStrategy": strategy,
+        }
+    }))
+    .unwrap()
+}
+
+pub struct World {
+    pub cs: CloneSet,
+    pub pods: Vec<Pod>,
+    pub revisions: Vec<ControllerRevision>,
+    pub now: Timestamp,
+    pub gates: FeatureGates,
+    pub uid_seq: u64,
+}
+
+impl World {
+    pub fn new(cs: CloneSet) -> Self {
+        World {
+            cs,
+            pods: vec![],
+            revisions: vec![],
+            now: t0(),
+            gates: FeatureGates::default(),
+            uid_seq: 0,
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            cloneset: Arc::new(self.cs.clone()),
+            pods: self.pods.iter().cloned().map(Arc::new).collect(),
+            revisions: self.revisions.iter().cloned().map(Arc::new).collect(),
+            now: self.now,
+            gates: self.gates.clone(),
+        }
+    }
+
+    pub fn plan(&self) -> Plan {
+        insitu_core::plan(&self.snapshot())
+    }
+
+    pub fn advance(&mut self, secs: i64) {
+        self.now = self.now.checked_add(SignedDuration::from_secs(secs)).unwrap();
+    }
+
+    pub fn pod_mut(&mut self, name: &str) -> Option<&mut Pod> {
+        self.pods
+            .iter_mut()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    }
+
+    pub fn pod(&self, name: &str) -> &Pod {
+        self.pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .unwrap()
+    }
+
+    /// Executes every action in order, as the controller would, then writes the status.
+    pub fn apply(&mut self, plan: &Plan) {
+        let now = self.now;
+        for a in &plan.actions {
+            match a {
+                Action::CreateRevision { revision } => self.revisions.push((**revision).clone()),
+                Action::BumpRevision { name, revision } => {
+                    if let Some(r) = self
+                        .revisions
+                        .iter_mut()
+                        .find(|r| r.metadata.name.as_deref() == Some(name))
+                    {
+                        r.revision = *revision;
+                    }
+                }
+                Action::DeleteRevision { name } => self
+                    .revisions
+                    .retain(|r| r.metadata.name.as_deref() != Some(name)),
+                Action::CreatePod { pod, .. } => {
+                    let mut p = (**pod).clone();
+                    self.uid_seq += 1;
+                    p.metadata.uid = Some(format!("pod-uid-{}", self.uid_seq));
+                    p.metadata.creation_timestamp = Some(Time(now));
+                    p.status = Some(PodStatus {
+                        phase: Some("Pending".into()),
+                        ..Default::default()
+                    });
+                    assert!(
+                        !self.pods.iter().any(|x| x.metadata.name == p.metadata.name),
+                        "duplicate pod name {:?}",
+                        p.metadata.name
+                    );
+                    self.pods.push(p);
+                }
+                Action::DeletePod { pod, .. } => {
+                    self.pods.retain(|p| p.metadata.name.as_deref() != Some(pod))
+                }
+                Action::SetInPlaceUpdateReady { pod, ready, .. } => {
+                    let p = self.pod_mut(pod).unwrap();
+                    let st = p.status.get_or_insert_with(Default::default);
+                    let conds = st.conditions.get_or_insert_with(Vec::new);
+                    set_cond(conds, keys::INPLACE_UPDATE_READY, *ready, now);
+                    if !*ready {
+                        set_cond(conds, "Ready", false, now);
+                    }
+                }
+                Action::UpdatePod { pod, mutation, .. } => mutation.apply(self.pod_mut(pod).unwrap()),
+                Action::PatchPodMetadata {
+                    pod,
+                    labels,
+                    annotations,
+                    ..
+                } => {
+                    let p = self.pod_mut(pod).unwrap();
+                    for (k, v) in labels {
+                        let l = p.metadata.labels.get_or_insert_with(Default::default);
+                        match v {
+                            Some(v) => l.insert(k.clone(), v.clone()),
+                            None => l.remove(k),
+                        };
+                    }
+                    for (k, v) in annotations {
+                        let l = p.metadata.annotations.get_or_insert_with(Default::default);
+                        match v {
+                            Some(v) => l.insert(k.clone(), v.clone()),
+                            None => l.remove(k),
+                        };
+                    }
+                }
+                Action::TruncatePodsToDelete { remove } => {
+                    if let Some(s) = self.cs.spec.scale_strategy.as_mut() {
+                        s.pods_to_delete.retain(|n| !remove.contains(n));
+                    }
+                }
+            }
+        }
+        if let Some(st) = &plan.status {
+            self.cs.status = Some(st.clone());
+        }
+    }
+
+    /// A kubelet + scheduler: binds pods, runs them, reports the spec image (imageID `id:<image>`),
+    /// restarts containers whose image changed, and computes Ready from containers and readiness gates.
+    pub fn kubelet(&mut self) {
+        let now = self.now;
+        for p in &mut self.pods {
+            let spec = p.spec.as_mut().unwrap();
+            if spec.node_name.is_none() {
+                spec.node_name = Some("node-1".into());
+            }
+            let gates: Vec<String> = spec
+                .readiness_gates
+                .iter()
+                .flatten()
+                .map(|g| g.condition_type.clone())
+                .collect();
+            let containers: Vec<(String, String)> = spec
+                .containers
+                .iter()
+                .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                .collect();
+            let st = p.status.get_or_insert_with(Default::default);
+            st.phase = Some("Running".into());
+            let statuses = st.container_statuses.get_or_insert_with(Vec::new);
+            for (name, image) in &containers {
+                match statuses.iter_mut().find(|s| &s.name == name) {
+                    Some(s) if s.image != format!("docker.io/library/{image}") => {
+                        s.image = format!("docker.io/library/{image}");
+                        s.image_id = format!("id:{image}");
+                        s.restart_count += 1;
+                    }
+                    Some(_) => {}
+                    None => statuses.push(ContainerStatus {
+                        name: name.clone(),
+                        image: format!("docker.io/library/{image}"),
+                        image_id: format!("id:{image}"),
+                        ready: true,
+                        ..Default::default()
+                    }),
+                }
+            }
+            let conds = st.conditions.get_or_insert_with(Vec::new);
+            let gates_ok = gates
+                .iter()
+                .all(|g| conds.iter().any(|c| &c.type_ == g && c.status == "True"));
+            set_cond(conds, "Ready", gates_ok, now);
+        }
+    }
+
+    /// Plans and applies until the plan is empty (or `max` rounds), running the kubelet between rounds.
+    pub fn converge(&mut self, max: usize) -> usize {
+        for i in 0..max {
+            let plan = self.plan();
+            if plan.is_empty() {
+                return i;
+            }
+            self.apply(&plan);
+            self.kubelet();
+            if let Some(d) = plan.requeue_after {
+                if plan.actions.is_empty() {
+                    self.advance(i64::try_from(d.as_secs()).unwrap() + 1);
+                }
+            }
+        }
+        panic!("did not converge in {max} rounds");
+    }
+
+    pub fn labels(&self, name: &str) -> BTreeMap<String, String> {
+        self.pod(name).metadata.labels.clone().unwrap_or_default()
+    }
+
+    pub fn image(&self, name: &str) -> String {
+        self.pod(name).spec.as_ref().unwrap().containers[0]
+            .image
+            .clone()
+            .unwrap_or_default()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        v.sort();
+        v
+    }
+}
+
+pub fn set_cond(conds: &mut Vec<PodCondition>, type_: &str, ok: bool, now: Timestamp) {
+    let status = if ok { "True" } else { "False" };
+    match conds.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status => {}
+        Some(c) => {
+            c.status = status.into();
+            c.last_transition_time = Some(Time(now));
+        }
+        None => conds.push(PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            last_transition_time: Some(Time(now)),
+            ..Default::default()
+        }),
+    }
+}
+
+/// A short summary of a plan's actions, for assertions: `verb pod`.
+pub fn verbs(plan: &Plan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .map(|a| match a {
+            Action::CreateRevision { revision } => {
+                format!("CreateRevision {}", revision.metadata.name.clone().unwrap())
+            }
+            Action::BumpRevision { name, revision } => format!("BumpRevision {name} {revision}"),
+            Action::DeleteRevision { name } => format!("DeleteRevision {name}"),
+            Action::CreatePod { revision, .. } => format!("CreatePod {revision}"),
+            Action::DeletePod { pod, .. } => format!("DeletePod {pod}"),
+            Action::SetInPlaceUpdateReady { pod, ready, .. } => {
+                format!("SetInPlaceUpdateReady {pod} {ready}")
+            }
+            Action::UpdatePod { pod, reason, .. } => format!("UpdatePod {pod} {reason:?}"),
+            Action::PatchPodMetadata { pod, reason, .. } => format!("PatchPodMetadata {pod} {reason:?}"),
+            Action::TruncatePodsToDelete { remove } => format!("TruncatePodsToDelete {remove:?}"),
+        })
+        .collect()
+}

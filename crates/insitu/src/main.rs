@@ -1,0 +1,63 @@
+//! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
+#![forbid(unsafe_code)]
+
+mod demo;
+mod monitor;
+mod run_cmd;
+mod simtime;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// In-place update CloneSet controller (OpenKruise drop-in), with an embedded simulated cluster.
+#[derive(Parser)]
+#[command(name = "insitu", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the seed tutorial end to end on an embedded simulated cluster (no cluster needed).
+    Demo(demo::DemoArgs),
+    /// Run the controller against a real cluster (kubeconfig or in-cluster config).
+    Run(run_cmd::RunArgs),
+    /// Print the CloneSet CustomResourceDefinition as YAML.
+    Crd,
+}
+
+fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => {
+            init_tracing("warn");
+            demo::main(args)
+        }
+        Command::Run(args) => {
+            init_tracing("info");
+            run_cmd::main(args)
+        }
+        Command::Crd => {
+            print!("{}", insitu_api::crd::crd_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Cluster wiring: starts the apiserver, scheduler, kubelets and GC on one clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::apiserver::ApiServer;
+use crate::clock::{Clock, SimClock};
+use crate::gc::{self, GcConfig};
+use crate::kubelet::{self, ImageProfiles, KubeletConfig, NodeCapacity};
+use crate::scheduler::{self, SchedulerConfig};
+
+/// Configuration of a simulated cluster.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Number of simulated nodes.
+    pub nodes: usize,
+    /// Seed for everything random (container IDs, ...).
+    pub seed: u64,
+    /// Image behaviour (pull/start times, failures).
+    pub images: ImageProfiles,
+    /// Node lease renewal interval; `None` disables heartbeats (huge sims).
+    pub heartbeat: Option<Duration>,
+    /// Record kubelet and scheduler Events.
+    pub events: bool,
+    /// Node capacity.
+    pub capacity: NodeCapacity,
+    /// Run the scheduler (else pods must be created with `spec.nodeName`).
+    pub scheduler: bool,
+    /// Run the garbage collector.
+    pub gc: bool,
+    /// GC owner and dependent kinds.
+    pub gc_config: GcConfig,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let k = KubeletConfig::default();
+        Self {
+            nodes: k.nodes,
+            seed: 0,
+            images: ImageProfiles::default(),
+            heartbeat: k.heartbeat,
+            events: true,
+            capacity: NodeCapacity::default(),
+            scheduler: true,
+            gc: true,
+            gc_config: GcConfig::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// The kubelet configuration this cluster runs its nodes with.
+    pub fn kubelet(&self) -> KubeletConfig {
+        KubeletConfig {
+            nodes: self.nodes,
+            seed: self.seed,
+            images: self.images.clone(),
+            heartbeat: self.heartbeat,
+            events: self.events,
+            capacity: self.capacity.clone(),
+            ..KubeletConfig::default()
+        }
+    }
+}
+
+/// A running simulated cluster; its tasks stop on [`SimCluster::shutdown`] or drop.
+pub struct SimCluster {
+    /// The in-memory apiserver.
+    pub apiserver: ApiServer,
+    /// An in-process client of it.
+    pub client: kube::Client,
+    /// The cluster clock.
+    pub clock: Arc<SimClock>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SimCluster {
+    /// Starts the apiserver, registers the nodes, then spawns kubelet, scheduler and GC (all on the in-process
+    /// client). Nodes exist and are Ready when this returns.
+    pub async fn start(config: SimConfig, clock: Arc<SimClock>) -> Result<Self, kube::Error> {
+        let dyn_clock: Arc<dyn Clock> = clock.clone();
+        let apiserver = ApiServer::new(dyn_clock.clone());
+        let client = apiserver.client();
+        let kcfg = config.kubelet();
+        kubelet::register(&client, dyn_clock.as_ref(), &kcfg).await?;
+        let mut tasks = vec![tokio::spawn(kubelet::serve(
+            client.clone(),
+            dyn_clock.clone(),
+            kcfg,
+        ))];
+        if config.scheduler {
+            let scfg = SchedulerConfig {
+                events: config.events,
+                ..SchedulerConfig::default()
+            };
+            tasks.push(tokio::spawn(scheduler::run(
+                client.clone(),
+                dyn_clock.clone(),
+                scfg,
+            )));
+        }
+        if config.gc {
+            tasks.push(tokio::spawn(gc::run(client.clone(), config.gc_config.clone())));
+        }
+        Ok(Self {
+            apiserver,
+            client,
+            clock,
+            tasks,
+        })
+    }
+
+    /// Stops kubelet, scheduler and GC.
+    pub fn shutdown(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Configuration for `insitu nodes`: simulated nodes against any apiserver.
+pub type NodesConfig = KubeletConfig;
+
+/// Runs simulated nodes (kubelet only: the real cluster schedules and collects garbage) against any apiserver,
+/// until the future is dropped.
+pub async fn run_nodes(
+    client: kube::Client,
+    clock: Arc<dyn Clock>,
+    config: NodesConfig,
+) -> Result<(), kube::Error> {
+    kubelet::run(client, clock, config).await
+}

@@ -1,0 +1,393 @@
+//! Garbage collector: deletes dependents whose owner is gone (ownerReferences), background/foreground/orphan.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+/// Finalizer asking the GC to delete dependents before the owner.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// Finalizer asking the GC to orphan dependents.
+pub const ORPHAN: &str = "orphan";
+
+/// Which owner kinds and dependent kinds the GC watches.
+#[derive(Clone, Debug)]
+pub struct GcConfig {
+    /// Owner kinds (all namespaced).
+    pub owners: Vec<ApiResource>,
+    /// Dependent kinds (all namespaced).
+    pub dependents: Vec<ApiResource>,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        Self {
+            owners: vec![ApiResource::erase::<insitu_api::CloneSet>(&())],
+            dependents: vec![
+                ApiResource::erase::<Pod>(&()),
+                ApiResource::erase::<ControllerRevision>(&()),
+            ],
+        }
+    }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+#[derive(Clone, Debug)]
+struct Owner {
+    kind: usize,
+    namespace: String,
+    name: String,
+    deleting: bool,
+    finalizers: Vec<String>,
+    rv: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Ref {
+    kind: usize,
+    uid: String,
+    name: String,
+}
+
+#[derive(Clone, Debug)]
+struct Dependent {
+    uid: String,
+    rv: Option<String>,
+    deleting: bool,
+    tracked: Vec<Ref>,
+    all_refs: Vec<serde_json::Value>,
+}
+
+type DepKey = (usize, String, String);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Work {
+    Dependent(DepKey),
+    Owner(String),
+}
+
+enum Source {
+    Owner(usize),
+    Dependent(usize),
+}
+
+struct Gc {
+    client: Client,
+    config: GcConfig,
+    owners: HashMap<String, Owner>,
+    synced: Vec<bool>,
+    deps: HashMap<DepKey, Dependent>,
+    by_owner: HashMap<String, HashSet<DepKey>>,
+    queue: VecDeque<Work>,
+    queued: HashSet<Work>,
+}
+
+impl Gc {
+    fn owner_kind(&self, api_version: &str, kind: &str) -> Option<usize> {
+        self.config
+            .owners
+            .iter()
+            .position(|ar| ar.kind == kind && ar.group == group_of(api_version))
+    }
+
+    fn enqueue(&mut self, w: Work) {
+        if self.queued.insert(w.clone()) {
+            self.queue.push_back(w);
+        }
+    }
+
+    fn on_owner(&mut self, kind: usize, ev: watcher::Event<DynamicObject>) {
+        match ev {
+            watcher::Event::Init | watcher::Event::InitDone => {
+                if matches!(ev, watcher::Event::InitDone) {
+                    self.synced[kind] = true;
+                    let keys: Vec<DepKey> = self.deps.keys().cloned().collect();
+                    for k in keys {
+                        self.enqueue(Work::Dependent(k));
+                    }
+                }
+            }
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                let Some(uid) = o.metadata.uid.clone() else { return };
+                let owner = Owner {
+                    kind,
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                    deleting: o.metadata.deletion_timestamp.is_some(),
+                    finalizers: o.metadata.finalizers.clone().unwrap_or_default(),
+                    rv: o.metadata.resource_version.clone(),
+                };
+                let finalize =
+                    owner.deleting && owner.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN);
+                self.owners.insert(uid.clone(), owner);
+                if finalize {
+                    self.enqueue(Work::Owner(uid));
+                }
+            }
+            watcher::Event::Delete(o) => {
+                let Some(uid) = o.metadata.uid else { return };
+                self.owners.remove(&uid);
+                for k in self.by_owner.get(&uid).cloned().unwrap_or_default() {
+                    self.enqueue(Work::Dependent(k));
+                }
+            }
+        }
+    }
+
+    fn unindex(&mut self, key: &DepKey) -> Option<Dependent> {
+        let old = self.deps.remove(key)?;
+        for r in &old.tracked {
+            if let Some(set) = self.by_owner.get_mut(&r.uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_owner.remove(&r.uid);
+                }
+            }
+        }
+        Some(old)
+    }
+
+    fn on_dependent(&mut self, kind: usize, ev: watcher::Event<DynamicObject>) {
+        match ev {
+            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                let key = (
+                    kind,
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default(),
+                );
+                let refs = o.metadata.owner_references.clone().unwrap_or_default();
+                let tracked: Vec<Ref> = refs
+                    .iter()
+                    .filter_map(|r| {
+                        self.owner_kind(&r.api_version, &r.kind).map(|k| Ref {
+                            kind: k,
+                            uid: r.uid.clone(),
+                            name: r.name.clone(),
+                        })
+                    })
+                    .collect();
+                if let Some(old) = self.unindex(&key) {
+                    for r in old.tracked.iter().filter(|r| !tracked.contains(r)) {
+                        if self.owners.get(&r.uid).is_some_and(|o| o.deleting) {
+                            self.enqueue(Work::Owner(r.uid.clone()));
+                        }
+                    }
+                }
+                if tracked.is_empty() {
+                    return;
+                }
+                for r in &tracked {
+                    self.by_owner
+                        .entry(r.uid.clone())
+                        .or_default()
+                        .insert(key.clone());
+                }
+                let dep = Dependent {
+                    uid: o.metadata.uid.clone().unwrap_or_default(),
+                    rv: o.metadata.resource_version.clone(),
+                    deleting: o.metadata.deletion_timestamp.is_some(),
+                    all_refs: refs.iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
+                    tracked,
+                };
+                let suspicious = dep.tracked.iter().any(|r| match self.owners.get(&r.uid) {
+                    None => self.synced[r.kind],
+                    Some(o) => o.deleting,
+                });
+                self.deps.insert(key.clone(), dep);
+                if suspicious {
+                    self.enqueue(Work::Dependent(key));
+                }
+            }
+            watcher::Event::Delete(o) => {
+                let key = (
+                    kind,
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default(),
+                );
+                if let Some(old) = self.unindex(&key) {
+                    for r in old.tracked {
+                        if self.owners.get(&r.uid).is_some_and(|o| o.deleting) {
+                            self.enqueue(Work::Owner(r.uid));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn dyn_api(&self, ar: &ApiResource, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, ar)
+    }
+
+    /// Whether the owner is really gone (the real GC confirms with a live read before deleting).
+    async fn absent(&self, r: &Ref, ns: &str) -> Result<bool, kube::Error> {
+        let api = self.dyn_api(&self.config.owners[r.kind], ns);
+        Ok(match api.get_opt(&r.name).await? {
+            None => true,
+            Some(o) => o.metadata.uid.as_deref() != Some(r.uid.as_str()),
+        })
+    }
+
+    async fn process(&mut self, w: Work) -> Result<(), kube::Error> {
+        match w {
+            Work::Dependent(key) => self.process_dependent(key).await,
+            Work::Owner(uid) => self.process_owner(uid).await,
+        }
+    }
+
+    async fn process_dependent(&mut self, key: DepKey) -> Result<(), kube::Error> {
+        let Some(dep) = self.deps.get(&key).cloned() else {
+            return Ok(());
+        };
+        let mut dangling = Vec::new();
+        let mut delete_for_foreground = false;
+        let mut orphan_from = Vec::new();
+        for r in &dep.tracked {
+            match self.owners.get(&r.uid) {
+                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND) => {
+                    delete_for_foreground = true
+                }
+                Some(o) if o.deleting && o.finalizers.iter().any(|f| f == ORPHAN) => {
+                    orphan_from.push(r.uid.clone())
+                }
+                Some(_) => {}
+                None if !self.synced[r.kind] => {}
+                None => {
+                    if self.absent(r, &key.1).await? {
+                        dangling.push(r.uid.clone());
+                    }
+                }
+            }
+        }
+        let api = self.dyn_api(&self.config.dependents[key.0], &key.1);
+        let remaining: Vec<&serde_json::Value> = dep
+            .all_refs
+            .iter()
+            .filter(|r| {
+                let uid = r.get("uid").and_then(|u| u.as_str()).unwrap_or_default();
+                !dangling.iter().chain(orphan_from.iter()).any(|d| d == uid)
+            })
+            .collect();
+        if (delete_for_foreground || (remaining.is_empty() && !dangling.is_empty())) && !dep.deleting {
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions {
+                    uid: Some(dep.uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            tracing::debug!(dependent = ?key, "gc: deleting dependent of a deleted owner");
+            return match api.delete(&key.2, &dp).await {
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+                r => r.map(|_| ()),
+            };
+        }
+        if remaining.len() != dep.all_refs.len() && !remaining.is_empty() || !orphan_from.is_empty() {
+            let patch = json!({"metadata": {"ownerReferences": remaining, "resourceVersion": dep.rv}});
+            return match api
+                .patch(&key.2, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+                r => r.map(|_| ()),
+            };
+        }
+        Ok(())
+    }
+
+    async fn process_owner(&mut self, uid: String) -> Result<(), kube::Error> {
+        let Some(owner) = self.owners.get(&uid).cloned() else {
+            return Ok(());
+        };
+        if !owner.deleting {
+            return Ok(());
+        }
+        let deps = self.by_owner.get(&uid).cloned().unwrap_or_default();
+        if !deps.is_empty() {
+            for k in deps {
+                self.enqueue(Work::Dependent(k));
+            }
+            return Ok(());
+        }
+        // No dependents left: drop the GC finalizers so the owner's deletion completes.
+        let finalizers: Vec<&String> = owner
+            .finalizers
+            .iter()
+            .filter(|f| *f != FOREGROUND && *f != ORPHAN)
+            .collect();
+        if finalizers.len() == owner.finalizers.len() {
+            return Ok(());
+        }
+        let api = self.dyn_api(&self.config.owners[owner.kind], &owner.namespace);
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": owner.rv}});
+        match api
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+}
+
+type Tagged = (Source, Result<watcher::Event<DynamicObject>, watcher::Error>);
+
+/// Runs the garbage collector until the future is dropped.
+pub async fn run(client: Client, config: GcConfig) {
+    let mut streams: Vec<BoxStream<'static, Tagged>> = Vec::new();
+    for (i, ar) in config.owners.iter().enumerate() {
+        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+        streams.push(
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map(move |e| (Source::Owner(i), e))
+                .boxed(),
+        );
+    }
+    for (i, ar) in config.dependents.iter().enumerate() {
+        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+        streams.push(
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map(move |e| (Source::Dependent(i), e))
+                .boxed(),
+        );
+    }
+    let mut events = futures::stream::select_all(streams);
+    let mut gc = Gc {
+        client,
+        synced: vec![false; config.owners.len()],
+        config,
+        owners: HashMap::new(),
+        deps: HashMap::new(),
+        by_owner: HashMap::new(),
+        queue: VecDeque::new(),
+        queued: HashSet::new(),
+    };
+    while let Some((source, ev)) = events.next().await {
+        match (source, ev) {
+            (_, Err(e)) => tracing::debug!(error = %e, "gc watch error"),
+            (Source::Owner(i), Ok(ev)) => gc.on_owner(i, ev),
+            (Source::Dependent(i), Ok(ev)) => gc.on_dependent(i, ev),
+        }
+        while let Some(w) = gc.queue.pop_front() {
+            gc.queued.remove(&w);
+            if let Err(e) = gc.process(w).await {
+                tracing::debug!(error = %e, "gc: work item failed");
+            }
+        }
+    }
+}

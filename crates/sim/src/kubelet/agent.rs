@@ -1,0 +1,562 @@
+//! The kubelet agent loop: one pod watch for all nodes, one timer queue, bounded concurrent status writes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::KubeletConfig;
+use super::events::{EventSink, Regarding};
+use super::image::fnv1a;
+use super::ipam::{Plan, Pool};
+use super::node::identities;
+use super::runtime::{Env, KEvent, NodeRt, PodRt, add, deletion_grace};
+use super::status::{PodView, build_status};
+use crate::Clock;
+
+/// Retry delay after a failed write.
+const RETRY: Duration = Duration::from_secs(1);
+
+struct NodeState {
+    name: String,
+    host_ip: String,
+    rt: NodeRt,
+    pool: Pool,
+}
+
+struct Entry {
+    uid: String,
+    node: usize,
+    pod: Pod,
+    rt: PodRt,
+    ip: Option<Ipv4Addr>,
+    start_time: Timestamp,
+    timer: Option<(Timestamp, u64)>,
+    writing: bool,
+    dirty: bool,
+    last_written: Option<u64>,
+    deleting: bool,
+    /// Found already terminal (Succeeded/Failed): never run or re-report, only finish a deletion.
+    frozen: bool,
+}
+
+enum Outcome {
+    Written(Box<Pod>, u64),
+    Unchanged(Box<Pod>),
+    Gone,
+    Failed(String),
+}
+
+struct Done {
+    key: String,
+    uid: String,
+    outcome: Outcome,
+    deleted: Option<Result<(), kube::Error>>,
+}
+
+pub(super) struct Agent {
+    client: Client,
+    clock: Arc<dyn Clock>,
+    config: Arc<KubeletConfig>,
+    nodes: Vec<NodeState>,
+    node_index: HashMap<String, usize>,
+    pods: HashMap<String, Entry>,
+    timers: BTreeMap<(Timestamp, u64), String>,
+    seq: u64,
+    rng: ChaCha8Rng,
+    sem: Arc<Semaphore>,
+    done_tx: mpsc::UnboundedSender<Done>,
+    done_rx: mpsc::UnboundedReceiver<Done>,
+    events: Option<EventSink>,
+    relist: Option<HashSet<String>>,
+    _tasks: tokio::task::JoinSet<()>,
+}
+
+fn key_of(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn rv_of(pod: &Pod) -> Option<u64> {
+    pod.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+}
+
+fn status_hash(s: &PodStatus) -> u64 {
+    fnv1a(&serde_json::to_vec(s).unwrap_or_default())
+}
+
+fn is_code(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+fn regarding(pod: &Pod) -> Regarding {
+    Regarding {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+impl Agent {
+    pub(super) fn new(client: Client, clock: Arc<dyn Clock>, config: Arc<KubeletConfig>) -> Self {
+        let plan = Plan::new(config.nodes);
+        let nodes: Vec<NodeState> = identities(&config)
+            .into_iter()
+            .map(|id| NodeState {
+                name: id.name,
+                host_ip: id.host_ip,
+                rt: NodeRt::default(),
+                pool: plan.pool(id.index),
+            })
+            .collect();
+        let node_index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let mut tasks = tokio::task::JoinSet::new();
+        let events = config.events.then(|| {
+            let (sink, task) = EventSink::spawn(client.clone(), "kubelet", 65_536);
+            tasks.spawn(async move {
+                let _ = task.await;
+            });
+            sink
+        });
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        Self {
+            sem: Arc::new(Semaphore::new(config.max_inflight_writes.max(1))),
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            client,
+            clock,
+            config,
+            nodes,
+            node_index,
+            pods: HashMap::new(),
+            timers: BTreeMap::new(),
+            seq: 0,
+            done_tx,
+            done_rx,
+            events,
+            relist: None,
+            _tasks: tasks,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let mut cfg = watcher::Config::default();
+        let selector;
+        if self.nodes.len() == 1 {
+            selector = format!("spec.nodeName={}", self.nodes[0].name);
+            cfg = cfg.fields(&selector);
+        }
+        let mut stream = watcher(api, cfg).default_backoff().boxed();
+        loop {
+            let next_timer = self.timers.keys().next().map(|(t, _)| *t);
+            let sleep = next_timer.map(|t| self.clock.sleep(super::runtime::since(t, self.clock.now())));
+            tokio::select! {
+                biased;
+                Some(done) = self.done_rx.recv() => self.on_done(done),
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => self.on_watch(ev),
+                    Some(Err(e)) => tracing::debug!(error = %e, "kubelet pod watch error"),
+                    None => return,
+                },
+                () = async { match sleep { Some(s) => s.await, None => std::future::pending().await } } => {
+                    let now = self.clock.now().max(next_timer.unwrap_or(Timestamp::UNIX_EPOCH));
+                    self.on_timers(now);
+                }
+            }
+        }
+    }
+
+    fn on_watch(&mut self, ev: watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Init => self.relist = Some(HashSet::new()),
+            watcher::Event::InitApply(p) => {
+                if let Some(seen) = &mut self.relist {
+                    seen.insert(key_of(&p));
+                }
+                self.on_apply(p);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.relist.take() {
+                    let gone: Vec<String> =
+                        self.pods.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                    for k in gone {
+                        self.remove(&k);
+                    }
+                }
+            }
+            watcher::Event::Apply(p) => self.on_apply(p),
+            watcher::Event::Delete(p) => {
+                let key = key_of(&p);
+                if self
+                    .pods
+                    .get(&key)
+                    .is_some_and(|e| Some(&e.uid) == p.metadata.uid.as_ref())
+                {
+                    self.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(e) = self.pods.remove(key) {
+            if let Some(t) = e.timer {
+                self.timers.remove(&t);
+            }
+            if let Some(ip) = e.ip {
+                self.nodes[e.node].pool.release(ip);
+            }
+        }
+    }
+
+    fn on_apply(&mut self, pod: Pod) {
+        let Some(node) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.node_index.get(n))
+            .copied()
+        else {
+            return;
+        };
+        let key = key_of(&pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if self.pods.get(&key).is_some_and(|e| e.uid != uid) {
+            self.remove(&key);
+        }
+        let now = self.clock.now();
+        let mut events = Vec::new();
+        let images = self.config.images.clone();
+        if !self.pods.contains_key(&key) {
+            let entry = self.accept(pod, node, now, &mut events, &images);
+            self.pods.insert(key.clone(), entry);
+        } else {
+            let mut env = Env {
+                images: &images,
+                node: &mut self.nodes[node].rt,
+                rng: &mut self.rng,
+                events: &mut events,
+            };
+            let Some(e) = self.pods.get_mut(&key) else { return };
+            if let (Some(old), Some(new)) = (rv_of(&e.pod), rv_of(&pod))
+                && new < old
+            {
+                return;
+            }
+            if !e.frozen {
+                e.rt.update_spec(&pod, now, &mut env);
+                if pod.metadata.deletion_timestamp.is_some() && !e.rt.terminating() {
+                    e.rt.terminate(now, deletion_grace(&pod), &mut env);
+                }
+                e.rt.advance(now, &mut env);
+            }
+            e.pod = pod;
+        }
+        self.emit(&key, events);
+        self.reschedule(&key);
+        self.sync(&key);
+    }
+
+    fn accept(
+        &mut self,
+        pod: Pod,
+        node: usize,
+        now: Timestamp,
+        events: &mut Vec<KEvent>,
+        images: &super::ImageProfiles,
+    ) -> Entry {
+        let status = pod.status.clone().unwrap_or_default();
+        let frozen = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        let ns = &mut self.nodes[node];
+        let mut ip = status
+            .pod_ip
+            .as_deref()
+            .and_then(|s| s.parse::<Ipv4Addr>().ok())
+            .filter(|ip| ns.pool.reserve(*ip));
+        if ip.is_none() && !frozen {
+            ip = ns.pool.allocate();
+            if ip.is_none() {
+                tracing::warn!(node = %ns.name, "pod IP range exhausted");
+            }
+        }
+        let start_time = status.start_time.as_ref().map_or(now, |t| t.0);
+        let mut env = Env {
+            images,
+            node: &mut ns.rt,
+            rng: &mut self.rng,
+            events,
+        };
+        let mut rt = PodRt::new(&pod, now, &mut env);
+        if !frozen {
+            if pod.metadata.deletion_timestamp.is_some() {
+                rt.terminate(now, deletion_grace(&pod), &mut env);
+            }
+            rt.advance(now, &mut env);
+        }
+        Entry {
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            node,
+            pod,
+            rt,
+            ip,
+            start_time,
+            timer: None,
+            writing: false,
+            dirty: false,
+            last_written: None,
+            deleting: false,
+            frozen,
+        }
+    }
+
+    fn emit(&self, key: &str, events: Vec<KEvent>) {
+        let (Some(sink), Some(e)) = (&self.events, self.pods.get(key)) else {
+            return;
+        };
+        let reg = regarding(&e.pod);
+        let host = &self.nodes[e.node].name;
+        for ev in events {
+            sink.record(
+                ev.at,
+                &reg,
+                ev.field_path,
+                ev.warning,
+                ev.reason,
+                ev.message,
+                Some(host),
+            );
+        }
+    }
+
+    fn reschedule(&mut self, key: &str) {
+        let Some(e) = self.pods.get_mut(key) else { return };
+        let want = if e.frozen { None } else { e.rt.deadline() };
+        if e.timer.map(|t| t.0) == want {
+            return;
+        }
+        if let Some(t) = e.timer.take() {
+            self.timers.remove(&t);
+        }
+        if let Some(at) = want {
+            self.seq += 1;
+            e.timer = Some((at, self.seq));
+            self.timers.insert((at, self.seq), key.to_string());
+        }
+    }
+
+    fn schedule_retry(&mut self, key: &str) {
+        let at = add(self.clock.now(), RETRY);
+        let Some(e) = self.pods.get_mut(key) else { return };
+        if e.timer.is_some_and(|t| t.0 <= at) {
+            return;
+        }
+        if let Some(t) = e.timer.take() {
+            self.timers.remove(&t);
+        }
+        self.seq += 1;
+        e.timer = Some((at, self.seq));
+        self.timers.insert((at, self.seq), key.to_string());
+    }
+
+    fn on_timers(&mut self, now: Timestamp) {
+        let images = self.config.images.clone();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            let mut events = Vec::new();
+            let Some(node) = self.pods.get(&key).map(|e| e.node) else {
+                continue;
+            };
+            let mut env = Env {
+                images: &images,
+                node: &mut self.nodes[node].rt,
+                rng: &mut self.rng,
+                events: &mut events,
+            };
+            if let Some(e) = self.pods.get_mut(&key) {
+                e.timer = None;
+                if !e.frozen {
+                    e.rt.advance(now, &mut env);
+                }
+            }
+            self.emit(&key, events);
+            self.reschedule(&key);
+            self.sync(&key);
+        }
+    }
+
+    fn view(&self, e: &Entry) -> PodView {
+        let (init_statuses, statuses) = e.rt.statuses(&e.pod);
+        PodView {
+            host_ip: self.nodes[e.node].host_ip.clone(),
+            pod_ip: e.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            start_time: e.start_time,
+            sandbox_ready: e.ip.is_some(),
+            init_statuses,
+            statuses,
+            terminal: e.rt.terminal(),
+        }
+    }
+
+    /// Writes status if the generated status differs from the pod's; finishes deletion of terminal pods.
+    fn sync(&mut self, key: &str) {
+        let Some(e) = self.pods.get(key) else { return };
+        if e.writing {
+            if let Some(e) = self.pods.get_mut(key) {
+                e.dirty = true;
+            }
+            return;
+        }
+        let delete =
+            e.pod.metadata.deletion_timestamp.is_some() && !e.deleting && (e.frozen || e.rt.terminal());
+        let view = (!e.frozen).then(|| self.view(e));
+        let need_write = view.as_ref().is_some_and(|view| {
+            let desired = build_status(&e.pod, view, self.clock.now());
+            e.pod.status.as_ref() != Some(&desired) && e.last_written != Some(status_hash(&desired))
+        });
+        if !need_write && !delete {
+            return;
+        }
+        let pod = e.pod.clone();
+        let uid = e.uid.clone();
+        if let Some(e) = self.pods.get_mut(key) {
+            e.writing = true;
+            e.deleting |= delete;
+        }
+        let api: Api<Pod> = Api::namespaced(
+            self.client.clone(),
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let (sem, clock, tx, key) = (
+            self.sem.clone(),
+            self.clock.clone(),
+            self.done_tx.clone(),
+            key.to_string(),
+        );
+        tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let outcome = match view {
+                Some(view) => write_status(&api, &name, &uid, pod, &view, clock.as_ref()).await,
+                None => Outcome::Unchanged(Box::new(pod)),
+            };
+            let deleted = match (&outcome, delete) {
+                (Outcome::Written(..) | Outcome::Unchanged(_), true) => {
+                    let dp = DeleteParams {
+                        grace_period_seconds: Some(0),
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid.clone()),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    Some(match api.delete(&name, &dp).await {
+                        Ok(_) => Ok(()),
+                        Err(e) if is_code(&e, 404) || is_code(&e, 409) => Ok(()),
+                        Err(e) => Err(e),
+                    })
+                }
+                _ => None,
+            };
+            let _ = tx.send(Done {
+                key,
+                uid,
+                outcome,
+                deleted,
+            });
+        });
+    }
+
+    fn on_done(&mut self, done: Done) {
+        let Some(e) = self.pods.get_mut(&done.key).filter(|e| e.uid == done.uid) else {
+            return;
+        };
+        e.writing = false;
+        let mut retry = false;
+        match done.outcome {
+            Outcome::Written(pod, hash) => {
+                e.last_written = Some(hash);
+                if rv_of(&pod) >= rv_of(&e.pod) {
+                    e.pod = *pod;
+                }
+            }
+            Outcome::Unchanged(pod) => {
+                if rv_of(&pod) > rv_of(&e.pod) {
+                    e.pod = *pod;
+                }
+            }
+            Outcome::Gone => {}
+            Outcome::Failed(err) => {
+                tracing::debug!(pod = %done.key, error = %err, "pod status write failed; retrying");
+                retry = true;
+            }
+        }
+        if let Some(Err(err)) = done.deleted {
+            tracing::debug!(pod = %done.key, error = %err, "pod delete failed; retrying");
+            e.deleting = false;
+            retry = true;
+        }
+        let dirty = std::mem::take(&mut e.dirty);
+        if retry {
+            self.schedule_retry(&done.key);
+        } else if dirty {
+            self.sync(&done.key);
+        }
+    }
+}
+
+/// Read-modify-write of `pods/status` with resourceVersion; on 409, re-read and regenerate (never clobbering
+/// conditions others wrote meanwhile).
+async fn write_status(
+    api: &Api<Pod>,
+    name: &str,
+    uid: &str,
+    mut pod: Pod,
+    view: &PodView,
+    clock: &dyn Clock,
+) -> Outcome {
+    for _ in 0..10 {
+        let desired = build_status(&pod, view, clock.now());
+        if pod.status.as_ref() == Some(&desired) {
+            return Outcome::Unchanged(Box::new(pod));
+        }
+        let hash = status_hash(&desired);
+        pod.status = Some(desired);
+        match api.replace_status(name, &PostParams::default(), &pod).await {
+            Ok(p) => return Outcome::Written(Box::new(p), hash),
+            Err(e) if is_code(&e, 409) => match api.get_opt(name).await {
+                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid) => pod = p,
+                Ok(_) => return Outcome::Gone,
+                Err(e) => return Outcome::Failed(e.to_string()),
+            },
+            Err(e) if is_code(&e, 404) => return Outcome::Gone,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        }
+    }
+    Outcome::Failed("too many status write conflicts".into())
+}

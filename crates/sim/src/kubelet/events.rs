@@ -1,0 +1,113 @@
+//! Fire-and-forget core/v1 Event recording (a bounded queue drained by one writer task; drops when full).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tokio::sync::mpsc;
+
+use super::status::to_time;
+
+/// The object an event is about.
+#[derive(Clone, Debug, Default)]
+pub struct Regarding {
+    /// `v1`, `apps/v1`, ...
+    pub api_version: String,
+    /// `Pod`, `Node`, ...
+    pub kind: String,
+    /// Namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// Records events through a bounded queue; cloning shares the queue.
+#[derive(Clone, Debug)]
+pub struct EventSink {
+    tx: mpsc::Sender<Event>,
+    component: Arc<str>,
+    seq: Arc<AtomicU64>,
+}
+
+impl EventSink {
+    /// A sink for `component` (`kubelet`, `default-scheduler`) and the task that writes its events.
+    pub fn spawn(client: Client, component: &str, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<Event>(capacity.max(1));
+        let task = tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                let api: Api<Event> = Api::namespaced(client.clone(), &ns);
+                if let Err(e) = api.create(&PostParams::default(), &ev).await {
+                    tracing::debug!(error = %e, reason = ?ev.reason, "event not recorded");
+                }
+            }
+        });
+        (
+            Self {
+                tx,
+                component: component.into(),
+                seq: Arc::new(AtomicU64::new(0)),
+            },
+            task,
+        )
+    }
+
+    /// Records an event (dropped if the queue is full). `host` is the reporting node, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &self,
+        at: Timestamp,
+        regarding: &Regarding,
+        field_path: Option<String>,
+        warning: bool,
+        reason: &str,
+        message: String,
+        host: Option<&str>,
+    ) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(at.as_nanosecond()).unwrap_or(0).wrapping_add(seq);
+        let namespace = if regarding.namespace.is_empty() {
+            "default".to_string()
+        } else {
+            regarding.namespace.clone()
+        };
+        let ev = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{nanos:x}", regarding.name)),
+                namespace: Some(namespace),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(regarding.api_version.clone()),
+                kind: Some(regarding.kind.clone()),
+                namespace: (!regarding.namespace.is_empty()).then(|| regarding.namespace.clone()),
+                name: Some(regarding.name.clone()),
+                uid: Some(regarding.uid.clone()),
+                field_path,
+                ..Default::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
+            source: Some(EventSource {
+                component: Some(self.component.to_string()),
+                host: host.map(str::to_string),
+            }),
+            first_timestamp: Some(to_time(at)),
+            last_timestamp: Some(to_time(at)),
+            count: Some(1),
+            reporting_component: Some(self.component.to_string()),
+            reporting_instance: Some(host.unwrap_or(&self.component).to_string()),
+            ..Default::default()
+        };
+        if self.tx.try_send(ev).is_err() {
+            tracing::trace!("event queue full; event dropped");
+        }
+    }
+}

@@ -1,0 +1,1074 @@
+//! The kubelet's per-pod runtime model: image pulls, container starts, probes, crashes, kills and back-offs.
+//!
+//! Pure and synchronous: every transition happens at an exact cluster time, and a pod reports the next time it
+//! needs attention ([`PodRt::deadline`]); the agent keeps one timer queue for all pods.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, Pod, Probe, ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use rand::RngCore;
+use rand_chacha::ChaCha8Rng;
+
+use super::image::{ImageFailure, ImageProfiles, fnv1a, hex64, image_id, normalize_image};
+use super::status::to_time;
+
+/// Initial crash-loop and image-pull back-off.
+pub const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+/// Maximum crash-loop and image-pull back-off.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// How long `ErrImagePull` shows before the next sync reports `ImagePullBackOff`.
+const ERR_IMAGE_PULL_SHOWN: Duration = Duration::from_secs(1);
+/// Default `terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// Guard against runaway zero-duration transition chains.
+const MAX_STEPS_PER_ADVANCE: usize = 100_000;
+
+/// `ts + d`, saturating.
+pub fn add(ts: Timestamp, d: Duration) -> Timestamp {
+    ts.saturating_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(ts)
+}
+
+/// `a - b`, or zero if `a < b`.
+pub fn since(a: Timestamp, b: Timestamp) -> Duration {
+    Duration::try_from(a.duration_since(b)).unwrap_or(Duration::ZERO)
+}
+
+/// Go's `time.Duration.String()` for whole and fractional seconds (`2s`, `1.5s`, `1m20s`, `500ms`).
+pub fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = d.subsec_millis();
+    let s = secs % 60;
+    let sec_str = if frac == 0 {
+        format!("{s}s")
+    } else {
+        format!("{s}.{}s", format!("{frac:03}").trim_end_matches('0'))
+    };
+    match (secs / 3600, (secs / 60) % 60) {
+        (0, 0) => sec_str,
+        (0, m) => format!("{m}m{sec_str}"),
+        (h, m) => format!("{h}h{m}m{sec_str}"),
+    }
+}
+
+/// An event the kubelet records about a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KEvent {
+    /// When it happened.
+    pub at: Timestamp,
+    /// `Warning` (else `Normal`).
+    pub warning: bool,
+    /// Event reason (`Pulling`, `Started`, `Killing`, ...).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `spec.containers{name}`.
+    pub field_path: Option<String>,
+}
+
+/// Per-node runtime state: which images are present (since when) and when the serialized image puller is free.
+#[derive(Clone, Debug, Default)]
+pub struct NodeRt {
+    present: HashMap<String, Timestamp>,
+    pull_free: Option<Timestamp>,
+}
+
+impl NodeRt {
+    /// Marks an image as present on the node.
+    pub fn mark_present(&mut self, image: &str, at: Timestamp) {
+        self.present.entry(normalize_image(image)).or_insert(at);
+    }
+}
+
+/// What a transition needs from the outside world.
+pub struct Env<'a> {
+    /// Image behaviour.
+    pub images: &'a ImageProfiles,
+    /// The pod's node.
+    pub node: &'a mut NodeRt,
+    /// Seeded randomness (container IDs).
+    pub rng: &'a mut ChaCha8Rng,
+    /// Events produced (appended).
+    pub events: &'a mut Vec<KEvent>,
+}
+
+/// A container's role in the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Regular init container: runs to completion before the next.
+    Init,
+    /// Init container with `restartPolicy: Always`: keeps running; the next starts once it is started.
+    Sidecar,
+    /// App container.
+    Regular,
+}
+
+/// The probe fields that decide timing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ProbeT {
+    initial: Duration,
+    period: Duration,
+    success: u32,
+}
+
+impl ProbeT {
+    fn from(p: &Probe) -> Self {
+        let secs =
+            |v: Option<i32>, d: i32| Duration::from_secs(u64::try_from(v.unwrap_or(d).max(0)).unwrap_or(0));
+        let period = secs(p.period_seconds, 10).max(Duration::from_secs(1));
+        Self {
+            initial: secs(p.initial_delay_seconds, 0),
+            period,
+            success: p.success_threshold.unwrap_or(1).max(1).unsigned_abs(),
+        }
+    }
+
+    /// First time this probe passes for a container started at `start` whose app is ready from `not_before`:
+    /// probes run at `start + initialDelay + k·period`; `successThreshold` consecutive successes are needed.
+    fn pass_time(self, start: Timestamp, not_before: Timestamp) -> Timestamp {
+        let first = add(start, self.initial);
+        let mut t = first;
+        if not_before > first {
+            let gap = since(not_before, first).as_nanos();
+            let period = self.period.as_nanos().max(1);
+            let k = gap.div_ceil(period);
+            t = add(
+                first,
+                Duration::from_nanos(u64::try_from(k * period).unwrap_or(u64::MAX)),
+            );
+        }
+        add(t, self.period * self.success.saturating_sub(1))
+    }
+}
+
+/// The container spec fields the runtime uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CSpec {
+    image: String,
+    readiness: Option<ProbeT>,
+    startup: Option<ProbeT>,
+    pre_stop: Duration,
+}
+
+impl CSpec {
+    fn from(c: &Container) -> Self {
+        Self {
+            image: c.image.clone().unwrap_or_default(),
+            readiness: c.readiness_probe.as_ref().map(ProbeT::from),
+            startup: c.startup_probe.as_ref().map(ProbeT::from),
+            pre_stop: pre_stop_duration(c),
+        }
+    }
+}
+
+/// How long a container's preStop hook runs: `sleep N` in an exec hook, or the `sleep` action.
+pub fn pre_stop_duration(c: &Container) -> Duration {
+    let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
+        return Duration::ZERO;
+    };
+    if let Some(s) = &h.sleep {
+        return Duration::from_secs(u64::try_from(s.seconds.max(0)).unwrap_or(0));
+    }
+    let Some(cmd) = h.exec.as_ref().and_then(|e| e.command.as_ref()) else {
+        return Duration::ZERO;
+    };
+    let words: Vec<&str> = cmd
+        .iter()
+        .flat_map(|a| a.split(|ch: char| ch.is_whitespace() || ch == ';' || ch == '&'))
+        .collect();
+    for pair in words.windows(2) {
+        if pair[0] == "sleep" || pair[0].ends_with("/sleep") {
+            let n = pair[1].trim_end_matches('s');
+            if let Ok(secs) = n.parse::<f64>()
+                && secs.is_finite()
+                && secs >= 0.0
+            {
+                return Duration::from_secs_f64(secs.min(1e9));
+            }
+        }
+    }
+    Duration::ZERO
+}
+
+/// One container instance the runtime created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Instance {
+    id: String,
+    image: String,
+    image_id: String,
+    started_at: Timestamp,
+    exit: Option<Exit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Exit {
+    at: Timestamp,
+    code: i32,
+    reason: &'static str,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterStop {
+    Restart,
+    Final,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for earlier init containers.
+    Blocked,
+    /// Will begin (pull, create, start) at `at`, once the pod worker is free.
+    Queued { at: Timestamp },
+    /// Pulling `image`; done at `at`.
+    Pulling {
+        at: Timestamp,
+        image: String,
+        began: Timestamp,
+        fails: bool,
+    },
+    /// The pull of `image` failed; `ImagePullBackOff` shows from `show_at`, retry at `at`.
+    PullFailed {
+        show_at: Option<Timestamp>,
+        at: Timestamp,
+        image: String,
+        first: bool,
+    },
+    /// Image present; the container runs at `at`.
+    Creating { at: Timestamp, image: String },
+    /// Running; pending probe passes and exit.
+    Running {
+        started_at: Option<Timestamp>,
+        ready_at: Option<Timestamp>,
+        exit_at: Option<(Timestamp, i32)>,
+    },
+    /// preStop + SIGTERM in progress; exits at `at`.
+    Stopping { at: Timestamp, then: AfterStop },
+    /// Exited; `CrashLoopBackOff` until `at`.
+    CrashBackOff {
+        at: Timestamp,
+        exited: Timestamp,
+        backoff: Duration,
+    },
+    /// Done for good.
+    Exited,
+}
+
+/// One container of a pod, as the runtime sees it.
+#[derive(Clone, Debug)]
+pub struct ContainerRt {
+    name: String,
+    kind: Kind,
+    spec: CSpec,
+    restart_count: i32,
+    current: Option<Instance>,
+    last: Option<Instance>,
+    phase: Phase,
+    ready: bool,
+    started: bool,
+    /// Crash-loop back-off entry: (duration, last update).
+    crash: Option<(Duration, Timestamp)>,
+    pull_backoff: Option<Duration>,
+    /// Exited without ever running (pod terminated first).
+    never_ran: bool,
+}
+
+impl ContainerRt {
+    fn new(c: &Container, kind: Kind) -> Self {
+        Self {
+            name: c.name.clone(),
+            kind,
+            spec: CSpec::from(c),
+            restart_count: 0,
+            current: None,
+            last: None,
+            phase: Phase::Blocked,
+            ready: false,
+            started: false,
+            crash: None,
+            pull_backoff: None,
+            never_ran: false,
+        }
+    }
+
+    fn deadline(&self) -> Option<Timestamp> {
+        match &self.phase {
+            Phase::Queued { at }
+            | Phase::Pulling { at, .. }
+            | Phase::Creating { at, .. }
+            | Phase::Stopping { at, .. }
+            | Phase::CrashBackOff { at, .. } => Some(*at),
+            Phase::PullFailed { show_at, at, .. } => Some(show_at.map_or(*at, |s| s.min(*at))),
+            Phase::Running {
+                started_at,
+                ready_at,
+                exit_at,
+            } => [*started_at, *ready_at, exit_at.map(|e| e.0)]
+                .into_iter()
+                .flatten()
+                .min(),
+            Phase::Blocked | Phase::Exited => None,
+        }
+    }
+
+    fn field_path(&self) -> String {
+        match self.kind {
+            Kind::Regular => format!("spec.containers{{{}}}", self.name),
+            Kind::Init | Kind::Sidecar => format!("spec.initContainers{{{}}}", self.name),
+        }
+    }
+
+    fn event(&self, env: &mut Env<'_>, at: Timestamp, warning: bool, reason: &'static str, message: String) {
+        env.events.push(KEvent {
+            at,
+            warning,
+            reason,
+            message,
+            field_path: Some(self.field_path()),
+        });
+    }
+
+    fn exited_ok(&self) -> bool {
+        self.phase == Phase::Exited
+            && self
+                .current
+                .as_ref()
+                .and_then(|i| i.exit.as_ref())
+                .is_some_and(|e| e.code == 0)
+    }
+}
+
+/// Why a container is being killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KillWhy {
+    DefinitionChanged,
+    PodDeleted,
+}
+
+/// The runtime state of one pod on a node.
+#[derive(Clone, Debug)]
+pub struct PodRt {
+    containers: Vec<ContainerRt>,
+    n_init: usize,
+    restart_policy: String,
+    init_done: bool,
+    busy_until: Timestamp,
+    terminating: bool,
+    /// `name_namespace(uid)`, as the kubelet formats pods in messages.
+    desc: String,
+}
+
+impl PodRt {
+    /// A pod the kubelet just accepted at `now`; adopts containers already running per `pod.status`
+    /// (a restarted kubelet), and queues the rest.
+    pub fn new(pod: &Pod, now: Timestamp, env: &mut Env<'_>) -> Self {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let mut containers = Vec::new();
+        for c in spec.init_containers.iter().flatten() {
+            let kind = if c.restart_policy.as_deref() == Some("Always") {
+                Kind::Sidecar
+            } else {
+                Kind::Init
+            };
+            containers.push(ContainerRt::new(c, kind));
+        }
+        let n_init = containers.len();
+        containers.extend(spec.containers.iter().map(|c| ContainerRt::new(c, Kind::Regular)));
+        let meta = &pod.metadata;
+        let desc = format!(
+            "{}_{}({})",
+            meta.name.as_deref().unwrap_or_default(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.uid.as_deref().unwrap_or_default()
+        );
+        let mut rt = Self {
+            containers,
+            n_init,
+            restart_policy: spec.restart_policy.unwrap_or_else(|| "Always".into()),
+            init_done: false,
+            busy_until: now,
+            terminating: false,
+            desc,
+        };
+        rt.adopt(pod, now, env);
+        rt.orchestrate(now);
+        rt
+    }
+
+    /// Takes over containers that a previous kubelet left running (per the pod's status).
+    fn adopt(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
+        let Some(status) = &pod.status else { return };
+        let lists = [
+            status.init_container_statuses.as_deref(),
+            status.container_statuses.as_deref(),
+        ];
+        for c in &mut self.containers {
+            let list = if c.kind == Kind::Regular {
+                lists[1]
+            } else {
+                lists[0]
+            };
+            let Some(s) = list.into_iter().flatten().find(|s| s.name == c.name) else {
+                continue;
+            };
+            let Some(state) = &s.state else { continue };
+            if normalize_image(&s.image) != normalize_image(&c.spec.image) {
+                continue;
+            }
+            let instance = |started_at: Timestamp| Instance {
+                id: s.container_id.clone().unwrap_or_default(),
+                image: c.spec.image.clone(),
+                image_id: s.image_id.clone(),
+                started_at,
+                exit: None,
+            };
+            if let Some(run) = &state.running {
+                let started = run.started_at.as_ref().map_or(now, |t| t.0);
+                c.current = Some(instance(started));
+                c.restart_count = s.restart_count;
+                c.started = s.started == Some(true);
+                c.ready = s.ready;
+                let started_at = if c.started {
+                    None
+                } else {
+                    Some(c.spec.startup.map_or(now, |p| p.pass_time(started, now)))
+                };
+                let ready_at = if c.ready || c.kind == Kind::Init {
+                    None
+                } else {
+                    Some(c.spec.readiness.map_or(now, |p| p.pass_time(started, now)))
+                };
+                c.phase = Phase::Running {
+                    started_at,
+                    ready_at,
+                    exit_at: None,
+                };
+                env.node.mark_present(&c.spec.image, now);
+            } else if let Some(t) = &state.terminated
+                && c.kind == Kind::Init
+                && t.exit_code == 0
+            {
+                let mut inst = instance(t.started_at.as_ref().map_or(now, |t| t.0));
+                inst.exit = Some(Exit {
+                    at: t.finished_at.as_ref().map_or(now, |t| t.0),
+                    code: 0,
+                    reason: "Completed",
+                });
+                c.current = Some(inst);
+                c.restart_count = s.restart_count;
+                c.ready = s.ready;
+                c.phase = Phase::Exited;
+            }
+        }
+    }
+
+    /// The next time this pod needs [`PodRt::advance`].
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.containers.iter().filter_map(ContainerRt::deadline).min()
+    }
+
+    /// The pod finished terminating: every container is stopped for good.
+    pub fn terminal(&self) -> bool {
+        self.terminating && self.containers.iter().all(|c| c.phase == Phase::Exited)
+    }
+
+    /// Whether deletion is in progress.
+    pub fn terminating(&self) -> bool {
+        self.terminating
+    }
+
+    /// Applies every transition due at or before `now`, in time order.
+    pub fn advance(&mut self, now: Timestamp, env: &mut Env<'_>) {
+        for _ in 0..MAX_STEPS_PER_ADVANCE {
+            let next = self
+                .containers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.deadline().filter(|d| *d <= now).map(|d| (d, i)))
+                .min();
+            let Some((t, i)) = next else { return };
+            self.step(i, t, env);
+            self.orchestrate(t);
+        }
+        tracing::warn!(pod = %self.desc, "kubelet: too many transitions in one step; deferring");
+    }
+
+    /// Starts init containers in order, then the app containers; notices the end of termination.
+    fn orchestrate(&mut self, t: Timestamp) {
+        if self.terminating || self.init_done {
+            return;
+        }
+        for c in &mut self.containers[..self.n_init] {
+            let done = match c.kind {
+                Kind::Sidecar => c.started,
+                _ => c.exited_ok(),
+            };
+            if done {
+                continue;
+            }
+            if c.phase == Phase::Blocked {
+                c.phase = Phase::Queued { at: t };
+            }
+            return;
+        }
+        self.init_done = true;
+        for c in &mut self.containers[self.n_init..] {
+            if c.phase == Phase::Blocked {
+                c.phase = Phase::Queued { at: t };
+            }
+        }
+    }
+
+    fn restarts(&self, kind: Kind, code: i32) -> bool {
+        match (kind, self.restart_policy.as_str()) {
+            (Kind::Sidecar, _) => true,
+            (Kind::Init, _) if code == 0 => false,
+            (_, "Always") => true,
+            (_, "OnFailure") => code != 0,
+            _ => false,
+        }
+    }
+
+    fn step(&mut self, i: usize, t: Timestamp, env: &mut Env<'_>) {
+        let phase = std::mem::replace(&mut self.containers[i].phase, Phase::Exited);
+        match phase {
+            Phase::Blocked | Phase::Exited => self.containers[i].phase = phase,
+            Phase::Queued { .. } if self.busy_until > t => {
+                self.containers[i].phase = Phase::Queued { at: self.busy_until };
+            }
+            Phase::Queued { .. } => self.begin_pull(i, t, env),
+            Phase::Pulling {
+                image, began, fails, ..
+            } => {
+                let c = &mut self.containers[i];
+                if fails {
+                    let backoff = c
+                        .pull_backoff
+                        .map_or(BACKOFF_INITIAL, |b| (b * 2).min(BACKOFF_MAX));
+                    c.pull_backoff = Some(backoff);
+                    let msg = format!(
+                        "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{n}\": failed to resolve reference \"{n}\": {n}: not found",
+                        n = normalize_image(&image)
+                    );
+                    c.event(env, t, true, "Failed", msg);
+                    c.event(env, t, true, "Failed", "Error: ErrImagePull".into());
+                    let show_at = (ERR_IMAGE_PULL_SHOWN < backoff).then(|| add(t, ERR_IMAGE_PULL_SHOWN));
+                    c.phase = Phase::PullFailed {
+                        show_at,
+                        at: add(t, backoff),
+                        image,
+                        first: true,
+                    };
+                    return;
+                }
+                c.pull_backoff = None;
+                let profile = env.images.lookup(&image);
+                let size = 10_000_000 + fnv1a(normalize_image(&image).as_bytes()) % 190_000_000;
+                let msg = format!(
+                    "Successfully pulled image \"{image}\" in {} ({} including waiting). Image size: {size} bytes.",
+                    go_duration(profile.pull.min(since(t, began))),
+                    go_duration(since(t, began))
+                );
+                c.event(env, t, false, "Pulled", msg);
+                if c.spec.image != image {
+                    c.phase = Phase::Queued { at: t };
+                } else {
+                    let at = add(t, profile.start);
+                    c.phase = Phase::Creating { at, image };
+                    self.busy_until = self.busy_until.max(at);
+                }
+            }
+            Phase::PullFailed {
+                show_at: Some(s),
+                at,
+                image,
+                ..
+            } if s <= at => {
+                let c = &mut self.containers[i];
+                c.event(
+                    env,
+                    t,
+                    false,
+                    "BackOff",
+                    format!("Back-off pulling image \"{image}\""),
+                );
+                c.event(env, t, true, "Failed", "Error: ImagePullBackOff".into());
+                c.phase = Phase::PullFailed {
+                    show_at: None,
+                    at,
+                    image,
+                    first: false,
+                };
+            }
+            Phase::PullFailed { .. } => self.begin_pull(i, t, env),
+            Phase::Creating { image, .. } => self.start_instance(i, t, image, env),
+            Phase::Running {
+                started_at,
+                ready_at,
+                exit_at,
+            } => {
+                let c = &mut self.containers[i];
+                let due = |x: Option<Timestamp>| x.filter(|x| *x <= t);
+                let mut next = Phase::Running {
+                    started_at,
+                    ready_at,
+                    exit_at,
+                };
+                if let Phase::Running {
+                    started_at, ready_at, ..
+                } = &mut next
+                {
+                    if due(*started_at).is_some() {
+                        c.started = true;
+                        *started_at = None;
+                    }
+                    if due(*ready_at).is_some() {
+                        c.ready = true;
+                        *ready_at = None;
+                    }
+                }
+                c.phase = next;
+                if let Some((at, code)) = exit_at
+                    && at <= t
+                {
+                    self.exit(i, t, code, env);
+                }
+            }
+            Phase::Stopping { then, .. } => {
+                let c = &mut self.containers[i];
+                if let Some(inst) = &mut c.current {
+                    inst.exit = Some(Exit {
+                        at: t,
+                        code: 0,
+                        reason: "Completed",
+                    });
+                }
+                c.ready = false;
+                c.started = false;
+                c.phase = match then {
+                    AfterStop::Restart => Phase::Queued { at: t },
+                    AfterStop::Final => Phase::Exited,
+                };
+            }
+            Phase::CrashBackOff { exited, backoff, .. } => {
+                let c = &mut self.containers[i];
+                c.crash = Some(((backoff * 2).min(BACKOFF_MAX), exited));
+                c.phase = Phase::Queued { at: t };
+            }
+        }
+    }
+
+    fn begin_pull(&mut self, i: usize, t: Timestamp, env: &mut Env<'_>) {
+        let c = &mut self.containers[i];
+        let image = c.spec.image.clone();
+        let profile = env.images.lookup(&image);
+        let norm = normalize_image(&image);
+        let present = env.node.present.get(&norm).copied();
+        let fails = profile.fail == ImageFailure::NeverPulls;
+        if let (Some(p), false) = (present, fails)
+            && p <= t
+        {
+            c.event(
+                env,
+                t,
+                false,
+                "Pulled",
+                format!("Container image \"{image}\" already present on machine"),
+            );
+            let at = add(t, profile.start);
+            c.phase = Phase::Creating { at, image };
+            self.busy_until = self.busy_until.max(at);
+            return;
+        }
+        c.event(env, t, false, "Pulling", format!("Pulling image \"{image}\""));
+        let at = match (present, fails) {
+            (Some(p), false) => p,
+            _ => {
+                let begin = env.node.pull_free.map_or(t, |f| f.max(t));
+                let end = add(begin, profile.pull);
+                env.node.pull_free = Some(end);
+                if !fails {
+                    env.node.present.insert(norm, end);
+                }
+                end
+            }
+        };
+        c.phase = Phase::Pulling {
+            at,
+            image,
+            began: t,
+            fails,
+        };
+        self.busy_until = self.busy_until.max(at);
+    }
+
+    fn start_instance(&mut self, i: usize, t: Timestamp, image: String, env: &mut Env<'_>) {
+        let profile = env.images.lookup(&image);
+        let c = &mut self.containers[i];
+        if c.current.is_some() {
+            c.restart_count = c.restart_count.saturating_add(1);
+        }
+        let id = format!("containerd://{}", hex64(env.rng.next_u64()));
+        c.last = c.current.take();
+        c.current = Some(Instance {
+            id,
+            image: image.clone(),
+            image_id: image_id(&image),
+            started_at: t,
+            exit: None,
+        });
+        c.event(env, t, false, "Created", format!("Created container: {}", c.name));
+        c.event(env, t, false, "Started", format!("Started container {}", c.name));
+        let exit_at = match (profile.fail, c.kind) {
+            (ImageFailure::CrashAfter(d), _) => Some((add(t, d), 1)),
+            (_, Kind::Init) => Some((add(t, profile.warmup), 0)),
+            _ => None,
+        };
+        let started_time = c.spec.startup.map_or(t, |p| p.pass_time(t, t));
+        let ready_time = match c.kind {
+            Kind::Init => None,
+            _ => Some(c.spec.readiness.map_or(started_time, |p| {
+                p.pass_time(t, started_time.max(add(t, profile.warmup)))
+            })),
+        };
+        let before_exit = |x: Timestamp| exit_at.is_none_or(|(e, _)| x < e);
+        c.started = false;
+        c.ready = false;
+        c.phase = Phase::Running {
+            started_at: Some(started_time).filter(|x| before_exit(*x)),
+            ready_at: ready_time.filter(|x| before_exit(*x)),
+            exit_at,
+        };
+        if c.kind != Kind::Init && c.spec.image != image {
+            self.kill(
+                i,
+                t,
+                AfterStop::Restart,
+                DEFAULT_GRACE,
+                KillWhy::DefinitionChanged,
+                env,
+            );
+        }
+    }
+
+    fn exit(&mut self, i: usize, t: Timestamp, code: i32, env: &mut Env<'_>) {
+        let restarts = self.restarts(self.containers[i].kind, code);
+        let desc = self.desc.clone();
+        let c = &mut self.containers[i];
+        if let Some(inst) = &mut c.current {
+            inst.exit = Some(Exit {
+                at: t,
+                code,
+                reason: if code == 0 { "Completed" } else { "Error" },
+            });
+        }
+        c.ready = false;
+        c.started = false;
+        if !restarts {
+            // Completed init containers report ready.
+            c.ready = c.kind == Kind::Init && code == 0;
+            c.phase = Phase::Exited;
+            return;
+        }
+        match c.crash {
+            Some((backoff, last)) if since(t, last) <= BACKOFF_MAX * 2 => {
+                c.event(
+                    env,
+                    t,
+                    true,
+                    "BackOff",
+                    format!("Back-off restarting failed container {} in pod {desc}", c.name),
+                );
+                c.phase = Phase::CrashBackOff {
+                    at: add(t, backoff),
+                    exited: t,
+                    backoff,
+                };
+            }
+            _ => {
+                c.crash = Some((BACKOFF_INITIAL, t));
+                c.phase = Phase::Queued { at: t };
+            }
+        }
+    }
+
+    fn kill(
+        &mut self,
+        i: usize,
+        t: Timestamp,
+        then: AfterStop,
+        grace: Duration,
+        why: KillWhy,
+        env: &mut Env<'_>,
+    ) {
+        let c = &mut self.containers[i];
+        match std::mem::replace(&mut c.phase, Phase::Exited) {
+            Phase::Running { .. } => {
+                let msg = match why {
+                    KillWhy::DefinitionChanged => {
+                        format!("Container {} definition changed, will be restarted", c.name)
+                    }
+                    KillWhy::PodDeleted => format!("Stopping container {}", c.name),
+                };
+                c.event(env, t, false, "Killing", msg);
+                c.ready = false;
+                let at = add(t, c.spec.pre_stop.min(grace));
+                c.phase = Phase::Stopping { at, then };
+                self.busy_until = self.busy_until.max(at);
+            }
+            Phase::Stopping { at, .. } => {
+                let at = if then == AfterStop::Final {
+                    at.min(add(t, grace))
+                } else {
+                    at
+                };
+                c.phase = Phase::Stopping { at, then };
+            }
+            Phase::Exited => {}
+            _ if then == AfterStop::Restart => c.phase = Phase::Queued { at: t },
+            _ => {
+                c.ready = false;
+                c.started = false;
+                c.never_ran = c.current.is_none();
+            }
+        }
+    }
+
+    /// Applies a new pod spec: a changed image restarts that container (preStop, kill, pull, start).
+    pub fn update_spec(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
+        let Some(spec) = &pod.spec else { return };
+        let all = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter());
+        let grace = termination_grace(pod);
+        for c in all {
+            let Some(i) = self.containers.iter().position(|r| r.name == c.name) else {
+                continue;
+            };
+            let new = CSpec::from(c);
+            let rt = &mut self.containers[i];
+            if rt.spec == new {
+                continue;
+            }
+            rt.spec = new;
+            if self.terminating || rt.kind == Kind::Init {
+                continue;
+            }
+            let image = rt.spec.image.clone();
+            let running_other = rt
+                .current
+                .as_ref()
+                .is_some_and(|inst| inst.image != image && inst.exit.is_none());
+            match &rt.phase {
+                Phase::Running { .. } if running_other => {
+                    self.kill(i, now, AfterStop::Restart, grace, KillWhy::DefinitionChanged, env);
+                }
+                Phase::PullFailed { image: pulling, .. } if *pulling != image => {
+                    rt.pull_backoff = None;
+                    rt.phase = Phase::Queued { at: now };
+                }
+                Phase::CrashBackOff { .. } => {
+                    rt.crash = None;
+                    rt.phase = Phase::Queued { at: now };
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Starts graceful termination: every container is killed (preStop bounded by the grace period).
+    pub fn terminate(&mut self, now: Timestamp, grace: Duration, env: &mut Env<'_>) {
+        if self.terminating {
+            // A shorter grace period (a second delete) only shortens running kills.
+            for i in 0..self.containers.len() {
+                if matches!(self.containers[i].phase, Phase::Stopping { .. }) {
+                    self.kill(i, now, AfterStop::Final, grace, KillWhy::PodDeleted, env);
+                }
+            }
+            return;
+        }
+        self.terminating = true;
+        for i in 0..self.containers.len() {
+            self.kill(i, now, AfterStop::Final, grace, KillWhy::PodDeleted, env);
+        }
+    }
+
+    /// Container statuses `(init, regular)` for `status`, resources mirrored from the pod spec.
+    pub fn statuses(&self, pod: &Pod) -> (Vec<ContainerStatus>, Vec<ContainerStatus>) {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let has_init = self.n_init > 0;
+        let find = |name: &str, init: bool| {
+            let list = if init {
+                spec.init_containers.as_deref().unwrap_or_default()
+            } else {
+                &spec.containers[..]
+            };
+            list.iter().find(|c| c.name == name).map(|c| c.resources.clone())
+        };
+        let mut init = Vec::with_capacity(self.n_init);
+        let mut regular = Vec::with_capacity(self.containers.len() - self.n_init);
+        for (i, c) in self.containers.iter().enumerate() {
+            let is_init = i < self.n_init;
+            let s = self.status(c, find(&c.name, is_init).flatten(), has_init);
+            if is_init { init.push(s) } else { regular.push(s) }
+        }
+        (init, regular)
+    }
+
+    fn status(
+        &self,
+        c: &ContainerRt,
+        resources: Option<ResourceRequirements>,
+        has_init: bool,
+    ) -> ContainerStatus {
+        let terminated = |inst: &Instance| {
+            inst.exit.as_ref().map(|e| ContainerStateTerminated {
+                exit_code: e.code,
+                reason: Some(e.reason.to_string()),
+                started_at: Some(to_time(inst.started_at)),
+                finished_at: Some(to_time(e.at)),
+                container_id: Some(inst.id.clone()),
+                ..Default::default()
+            })
+        };
+        let state_of = |inst: Option<&Instance>| ContainerState {
+            terminated: inst.and_then(terminated),
+            ..Default::default()
+        };
+        let waiting = |reason: &str, message: Option<String>| ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.to_string()),
+                message,
+            }),
+            ..Default::default()
+        };
+        let default_wait = if has_init {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        let current_exited = c.current.as_ref().filter(|i| i.exit.is_some());
+        let (state, last_state) = match &c.phase {
+            Phase::Running { .. } | Phase::Stopping { .. } => {
+                let running = c.current.as_ref().map(|i| ContainerStateRunning {
+                    started_at: Some(to_time(i.started_at)),
+                });
+                (
+                    ContainerState {
+                        running,
+                        ..Default::default()
+                    },
+                    state_of(c.last.as_ref()),
+                )
+            }
+            Phase::PullFailed { show_at, image, .. } => {
+                let (reason, message) = if show_at.is_some() {
+                    (
+                        "ErrImagePull",
+                        format!(
+                            "rpc error: code = NotFound desc = failed to pull and unpack image \"{}\"",
+                            normalize_image(image)
+                        ),
+                    )
+                } else {
+                    ("ImagePullBackOff", format!("Back-off pulling image \"{image}\""))
+                };
+                (waiting(reason, Some(message)), state_of(current_exited))
+            }
+            Phase::CrashBackOff { backoff, .. } => {
+                let message = format!(
+                    "back-off {} restarting failed container={} pod={}",
+                    go_duration(*backoff),
+                    c.name,
+                    self.desc
+                );
+                (
+                    waiting("CrashLoopBackOff", Some(message)),
+                    state_of(current_exited),
+                )
+            }
+            Phase::Exited if c.never_ran => (
+                ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 137,
+                        reason: Some("ContainerStatusUnknown".into()),
+                        message: Some(
+                            "The container could not be located when the pod was terminated".into(),
+                        ),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ContainerState::default(),
+            ),
+            _ => match current_exited {
+                Some(cur) => (state_of(Some(cur)), state_of(c.last.as_ref())),
+                None => (waiting(default_wait, None), ContainerState::default()),
+            },
+        };
+        let (image, image_id, container_id) = match &c.current {
+            Some(i) => (normalize_image(&i.image), i.image_id.clone(), Some(i.id.clone())),
+            None => (normalize_image(&c.spec.image), String::new(), None),
+        };
+        let pick = |m: &Option<BTreeMap<String, Quantity>>| {
+            let m: BTreeMap<String, Quantity> = m
+                .iter()
+                .flatten()
+                .filter(|(k, _)| *k == "cpu" || *k == "memory")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            (!m.is_empty()).then_some(m)
+        };
+        let res = resources.unwrap_or_default();
+        ContainerStatus {
+            name: c.name.clone(),
+            image,
+            image_id,
+            container_id,
+            ready: c.ready,
+            started: Some(c.started),
+            restart_count: c.restart_count,
+            state: Some(state),
+            last_state: Some(last_state),
+            allocated_resources: res.requests.clone().filter(|m| !m.is_empty()),
+            resources: Some(ResourceRequirements {
+                limits: pick(&res.limits),
+                requests: pick(&res.requests),
+                claims: None,
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// The pod's termination grace period (spec, default 30 s).
+pub fn termination_grace(pod: &Pod) -> Duration {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .map_or(DEFAULT_GRACE, |s| {
+            Duration::from_secs(u64::try_from(s.max(0)).unwrap_or(0))
+        })
+}
+
+/// The grace period of a pod being deleted (`metadata.deletionGracePeriodSeconds`, else the spec's).
+pub fn deletion_grace(pod: &Pod) -> Duration {
+    pod.metadata.deletion_grace_period_seconds.map_or_else(
+        || termination_grace(pod),
+        |s| Duration::from_secs(u64::try_from(s.max(0)).unwrap_or(0)),
+    )
+}

@@ -1,0 +1,15 @@
+//! The simulated cluster: an in-memory Kubernetes apiserver plus scheduler, kubelet/nodes and GC, on a virtual clock.
+//!
+//! Everything here is a black box to the controller: the controller only ever sees a `kube::Client`.
+//! `sim` never depends on `insitu-core` or `insitu-controller`.
+#![forbid(unsafe_code)]
+
+pub mod apiserver;
+pub mod clock;
+pub mod cluster;
+pub mod gc;
+pub mod kubelet;
+pub mod scheduler;
+pub mod store;
+
+pub use clock::{Clock, SimClock};

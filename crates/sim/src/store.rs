@@ -1,0 +1,470 @@
+//! Object store: versioned JSON objects, a global resourceVersion and per-resource watch history.
+//!
+//! Objects are kept serialized (`Bytes`) next to a small parsed index (namespace, name, labels and the
+//! selectable fields), so lists and watch fan-out are memcpy-cheap and 100k pods fit comfortably.
+//! All writes go through [`Store::write`], which runs a caller's closure under the store lock, assigns the
+//! next resourceVersion, appends to the resource's bounded history and broadcasts the event.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// Extracts the selectable fields (`spec.nodeName`, `status.phase`, ...) of one object.
+pub type FieldIndexer = fn(&Value) -> Vec<(&'static str, String)>;
+
+/// The parsed facts about a stored object that selectors and watchers need.
+#[derive(Debug, Default)]
+pub struct ObjIndex {
+    pub namespace: String,
+    pub name: String,
+    pub rv: u64,
+    pub labels: BTreeMap<String, String>,
+    /// Selectable field values (label → value), as the resource's [`FieldIndexer`] extracted them.
+    pub fields: Vec<(&'static str, String)>,
+}
+
+impl ObjIndex {
+    /// The value of a selectable field; `metadata.name`/`metadata.namespace` always exist.
+    pub fn field(&self, label: &str) -> Option<&str> {
+        match label {
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => Some(&self.namespace),
+            _ => self
+                .fields
+                .iter()
+                .find(|(k, _)| *k == label)
+                .map(|(_, v)| v.as_str()),
+        }
+    }
+}
+
+/// One stored object version: its JSON bytes and index.
+#[derive(Clone, Debug)]
+pub struct Object {
+    pub bytes: Bytes,
+    pub index: Arc<ObjIndex>,
+}
+
+impl Object {
+    /// Parses the stored JSON (always valid: the store serialized it).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+}
+
+/// Watch event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change to one object, as recorded in history and broadcast to watchers.
+#[derive(Debug)]
+pub struct Event {
+    pub kind: EventType,
+    pub rv: u64,
+    /// The new state (for `Deleted`: the last state, carrying the deletion's resourceVersion).
+    pub object: Object,
+    /// The index of the previous state, for `Modified` (lets watchers with selectors compute transitions).
+    pub prev: Option<Arc<ObjIndex>>,
+}
+
+/// What a write closure wants done.
+pub enum Write {
+    /// Store this object (create or replace). The store sets `metadata.resourceVersion`.
+    Put(Value),
+    /// Remove the object.
+    Delete,
+    /// Change nothing.
+    Keep,
+}
+
+/// What a write did.
+#[derive(Clone, Debug)]
+pub enum Written {
+    Created(Object),
+    Updated(Object),
+    Deleted(Object),
+    /// Nothing changed; the current object, if any.
+    Unchanged(Option<Object>),
+}
+
+impl Written {
+    /// The resulting (or last, for deletes) object.
+    pub fn object(&self) -> Option<&Object> {
+        match self {
+            Written::Created(o) | Written::Updated(o) | Written::Deleted(o) => Some(o),
+            Written::Unchanged(o) => o.as_ref(),
+        }
+    }
+}
+
+/// A watch start refused because the requested resourceVersion has left the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooOld {
+    pub requested: u64,
+    /// The oldest resourceVersion a watch may still start from.
+    pub oldest: u64,
+}
+
+/// Where a watch starts.
+pub enum WatchFrom {
+    /// Snapshot of the current objects (sent as ADDED), then live events.
+    Snapshot,
+    /// Replay events after this resourceVersion, then live events.
+    After(u64),
+}
+
+/// A started watch: what to send first, and the live feed.
+pub struct WatchStart {
+    /// Current objects (for [`WatchFrom::Snapshot`]), sorted by namespace then name.
+    pub snapshot: Vec<Object>,
+    /// Replayed history (for [`WatchFrom::After`]).
+    pub replay: Vec<Arc<Event>>,
+    pub rx: broadcast::Receiver<Arc<Event>>,
+    /// The global resourceVersion when the watch started.
+    pub rv: u64,
+}
+
+/// Store tuning.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreConfig {
+    /// Events kept per resource for watch resumption.
+    pub history_capacity: usize,
+    /// Per-resource broadcast buffer; a watcher lagging further behind is disconnected.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            history_capacity: 100_000,
+            watch_buffer: 8192,
+        }
+    }
+}
+
+struct Kind {
+    /// namespace ("" for cluster-scoped) → name → object.
+    objects: BTreeMap<String, BTreeMap<String, Object>>,
+    count: usize,
+    history: VecDeque<Arc<Event>>,
+    /// Highest resourceVersion evicted from `history` (0: nothing evicted yet).
+    floor: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+    indexer: FieldIndexer,
+}
+
+struct Inner {
+    rv: u64,
+    kinds: HashMap<String, Kind>,
+}
+
+/// The versioned object store shared by every resource.
+pub struct Store {
+    inner: Mutex<Inner>,
+    config: StoreConfig,
+}
+
+fn no_fields(_: &Value) -> Vec<(&'static str, String)> {
+    Vec::new()
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new(config: StoreConfig) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                kinds: HashMap::new(),
+            }),
+            config,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_kind(&self, indexer: FieldIndexer) -> Kind {
+        let (tx, _) = broadcast::channel(self.config.watch_buffer.max(16));
+        Kind {
+            objects: BTreeMap::new(),
+            count: 0,
+            history: VecDeque::new(),
+            floor: 0,
+            tx,
+            indexer,
+        }
+    }
+
+    /// Registers a resource (by key) with its field indexer. Unregistered keys are created on first use.
+    pub fn register(&self, key: &str, indexer: FieldIndexer) {
+        let mut g = self.lock();
+        if !g.kinds.contains_key(key) {
+            let kind = self.new_kind(indexer);
+            g.kinds.insert(key.to_string(), kind);
+        }
+    }
+
+    /// The current global resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// One object.
+    pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Object> {
+        let g = self.lock();
+        g.kinds.get(key)?.objects.get(ns)?.get(name).cloned()
+    }
+
+    /// Objects of a resource (in one namespace, or all), sorted by namespace then name, filtered by index,
+    /// plus the global resourceVersion of the snapshot.
+    pub fn list(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+        filter: impl Fn(&ObjIndex) -> bool,
+    ) -> (Vec<Object>, u64) {
+        let g = self.lock();
+        let rv = g.rv;
+        let Some(kind) = g.kinds.get(key) else {
+            return (Vec::new(), rv);
+        };
+        (collect(kind, ns, &filter), rv)
+    }
+
+    /// Object counts per resource key.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        self.lock()
+            .kinds
+            .iter()
+            .map(|(k, v)| (k.clone(), v.count))
+            .collect()
+    }
+
+    /// Atomically reads the current object, lets `f` decide, and applies the decision.
+    /// `f` gets the current object and the resourceVersion the write will get.
+    pub fn write<E>(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Object>, u64) -> Result<Write, E>,
+    ) -> Result<Written, E> {
+        let mut g = self.lock();
+        let next_rv = g.rv + 1;
+        if !g.kinds.contains_key(key) {
+            let kind = self.new_kind(no_fields);
+            g.kinds.insert(key.to_string(), kind);
+        }
+        let Some(kind) = g.kinds.get_mut(key) else {
+            return Ok(Written::Unchanged(None));
+        };
+        let current = kind.objects.get(ns).and_then(|m| m.get(name)).cloned();
+        let decision = f(current.as_ref(), next_rv)?;
+        let (event_kind, object, prev) = match decision {
+            Write::Keep => return Ok(Written::Unchanged(current)),
+            Write::Put(mut value) => {
+                set_rv(&mut value, next_rv);
+                let object = make_object(&value, ns, name, next_rv, kind.indexer);
+                let bucket = kind.objects.entry(ns.to_string()).or_default();
+                bucket.insert(name.to_string(), object.clone());
+                match current {
+                    Some(prev) => (EventType::Modified, object, Some(prev.index)),
+                    None => {
+                        kind.count += 1;
+                        (EventType::Added, object, None)
+                    }
+                }
+            }
+            Write::Delete => {
+                let Some(prev) = current else {
+                    return Ok(Written::Unchanged(None));
+                };
+                if let Some(bucket) = kind.objects.get_mut(ns) {
+                    bucket.remove(name);
+                    if bucket.is_empty() {
+                        kind.objects.remove(ns);
+                    }
+                }
+                kind.count = kind.count.saturating_sub(1);
+                let mut value = prev.value();
+                set_rv(&mut value, next_rv);
+                let object = make_object(&value, ns, name, next_rv, kind.indexer);
+                (EventType::Deleted, object, None)
+            }
+        };
+        g.rv = next_rv;
+        let cap = self.config.history_capacity.max(1);
+        let Some(kind) = g.kinds.get_mut(key) else {
+            return Ok(Written::Unchanged(None));
+        };
+        let event = Arc::new(Event {
+            kind: event_kind,
+            rv: next_rv,
+            object: object.clone(),
+            prev,
+        });
+        kind.history.push_back(event.clone());
+        while kind.history.len() > cap {
+            if let Some(old) = kind.history.pop_front() {
+                kind.floor = old.rv;
+            }
+        }
+        // No receivers is fine; a full buffer makes laggards see `Lagged` on their next recv.
+        let _ = kind.tx.send(event);
+        Ok(match event_kind {
+            EventType::Added => Written::Created(object),
+            EventType::Modified => Written::Updated(object),
+            EventType::Deleted => Written::Deleted(object),
+        })
+    }
+
+    /// Starts a watch atomically with respect to writes: nothing is missed or duplicated.
+    pub fn watch(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+        from: WatchFrom,
+        filter: impl Fn(&ObjIndex) -> bool,
+    ) -> Result<WatchStart, TooOld> {
+        let mut g = self.lock();
+        let rv = g.rv;
+        if !g.kinds.contains_key(key) {
+            let kind = self.new_kind(no_fields);
+            g.kinds.insert(key.to_string(), kind);
+        }
+        let Some(kind) = g.kinds.get(key) else {
+            let (_tx, rx) = broadcast::channel(1);
+            return Ok(WatchStart {
+                snapshot: Vec::new(),
+                replay: Vec::new(),
+                rx,
+                rv,
+            });
+        };
+        match from {
+            WatchFrom::Snapshot => {
+                let snapshot = collect(kind, ns, &filter);
+                Ok(WatchStart {
+                    snapshot,
+                    replay: Vec::new(),
+                    rx: kind.tx.subscribe(),
+                    rv,
+                })
+            }
+            WatchFrom::After(after) => {
+                if after < kind.floor {
+                    return Err(TooOld {
+                        requested: after,
+                        oldest: kind.floor,
+                    });
+                }
+                let start = kind.history.partition_point(|e| e.rv <= after);
+                let replay = kind.history.range(start..).cloned().collect();
+                Ok(WatchStart {
+                    snapshot: Vec::new(),
+                    replay,
+                    rx: kind.tx.subscribe(),
+                    rv,
+                })
+            }
+        }
+    }
+}
+
+fn collect(kind: &Kind, ns: Option<&str>, filter: &impl Fn(&ObjIndex) -> bool) -> Vec<Object> {
+    let mut out = Vec::new();
+    let mut take = |bucket: &BTreeMap<String, Object>| {
+        out.extend(bucket.values().filter(|o| filter(&o.index)).cloned());
+    };
+    match ns {
+        Some(ns) => {
+            if let Some(bucket) = kind.objects.get(ns) {
+                take(bucket);
+            }
+        }
+        None => kind.objects.values().for_each(&mut take),
+    }
+    out
+}
+
+fn set_rv(value: &mut Value, rv: u64) {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+fn make_object(value: &Value, ns: &str, name: &str, rv: u64, indexer: FieldIndexer) -> Object {
+    let labels = value
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let index = ObjIndex {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        rv,
+        labels,
+        fields: indexer(value),
+    };
+    let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+    Object {
+        bytes,
+        index: Arc::new(index),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, name: &str) -> Written {
+        store
+            .write::<()>("pods", "default", name, |_, _| {
+                Ok(Write::Put(json!({"metadata": {"name": name}})))
+            })
+            .unwrap_or(Written::Unchanged(None))
+    }
+
+    #[test]
+    fn history_floor_and_replay() {
+        let store = Store::new(StoreConfig {
+            history_capacity: 2,
+            watch_buffer: 16,
+        });
+        for n in ["a", "b", "c"] {
+            put(&store, n);
+        }
+        // rvs 2, 3, 4; capacity 2 evicts rv 2.
+        assert_eq!(store.current_rv(), 4);
+        assert!(store.watch("pods", None, WatchFrom::After(1), |_| true).is_err());
+        let w = store.watch("pods", None, WatchFrom::After(2), |_| true).ok();
+        assert_eq!(w.map(|w| w.replay.len()), Some(2));
+        let (items, rv) = store.list("pods", Some("default"), |_| true);
+        assert_eq!((items.len(), rv), (3, 4));
+        assert_eq!(items[0].index.rv, 2);
+    }
+}

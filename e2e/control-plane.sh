@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Start/stop a throwaway Kubernetes control plane (etcd + kube-apiserver) for
+# the e2e suite, envtest-style: everything on 127.0.0.1, free ports picked at
+# run time, fresh PKI per workdir, RBAC on, admin client in system:masters.
+#
+#   e2e/control-plane.sh start <workdir>   # prints server version; kubeconfig: <workdir>/kubeconfig
+#   e2e/control-plane.sh stop  <workdir>   # kills both; safe to call twice
+#
+# Binaries come from $E2E_BIN_DIR (default <repo>/e2e/bin, see build-tools.sh).
+# Workdir layout:
+#   kubeconfig            admin kubeconfig (certs embedded)
+#   pki/                  ca.{crt,key}, apiserver.{crt,key}, admin.{crt,key}, sa.{key,pub}
+#   etcd-data/            etcd data dir (--unsafe-no-fsync)
+#   etcd.pid apiserver.pid, etcd.log apiserver.log, env (ports, for scripts)
+# Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS (word-split).
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BIN_DIR="${E2E_BIN_DIR:-$E2E_DIR/bin}"
+START_TIMEOUT="${START_TIMEOUT:-60}"
+
+die() { echo "control-plane.sh: $*" >&2; exit 1; }
+log() { echo "control-plane.sh: $*" >&2; }
+
+usage() {
+  echo "usage: $0 start|stop <workdir>" >&2
+  exit 2
+}
+
+# Print one free TCP port on 127.0.0.1 (bind to :0, read, close). Racy by nature;
+# start retries once with new ports if a component fails to come up.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Is pid alive and (still) running the expected binary?
+pid_alive() {
+  local pid="$1" name="$2"
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+  [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name"* ]]
+}
+
+# kill_pidfile <pidfile> <comm-name>: SIGTERM, wait up to 15s, then SIGKILL.
+kill_pidfile() {
+  local f="$1" name="$2" pid i
+  [[ -f "$f" ]] || return 0
+  pid="$(cat "$f")"
+  if pid_alive "$pid" "$name"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+      pid_alive "$pid" "$name" || break
+      sleep 0.1
+    done
+    if pid_alive "$pid" "$name"; then
+      log "$name ($pid) did not exit on SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do pid_alive "$pid" "$name" || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$f"
+}
+
+cmd_stop() {
+  local wd="$1"
+  [[ -d "$wd" ]] || return 0
+  # apiserver first so it does not spam errors about a vanished etcd.
+  kill_pidfile "$wd/apiserver.pid" kube-apiserver
+  kill_pidfile "$wd/etcd.pid" etcd
+  log "stopped ($wd)"
+}
+
+gen_pki() {
+  local p="$1"
+  mkdir -p "$p"
+  (
+    cd "$p"
+    umask 077
+    local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+    openssl req -x509 "${ec[@]}" -days 7 -subj /CN=insitu-e2e-ca \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n' >apiserver.ext
+    openssl req "${ec[@]}" -subj /CN=kube-apiserver -keyout apiserver.key -out apiserver.csr 2>/dev/null
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
+      -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n' >client.ext
+    openssl req "${ec[@]}" -subj '/O=system:masters/CN=admin' -keyout admin.key -out admin.csr 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
+      -extfile client.ext -out admin.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ./*.csr ./*.ext ca.srl
+  ) || die "PKI generation with openssl failed"
+}
+
+write_kubeconfig() {
+  local wd="$1" port="$2"
+  b64() { base64 -w0 <"$1"; }
+  cat >"$wd/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: insitu-e2e
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $(b64 "$wd/pki/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(b64 "$wd/pki/admin.crt")
+    client-key-data: $(b64 "$wd/pki/admin.key")
+contexts:
+- name: insitu-e2e
+  context:
+    cluster: insitu-e2e
+    user: admin
+    namespace: default
+current-context: insitu-e2e
+EOF
+  chmod 600 "$wd/kubeconfig"
+}
+
+# wait_until <seconds> <pidfile> <name> <cmd...>: poll cmd until it succeeds;
+# fail early if the process died.
+wait_until() {
+  local secs="$1" pidf="$2" name="$3" i
+  shift 3
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    pid_alive "$(cat "$pidf" 2>/dev/null)" "$name" || return 2
+    sleep 0.2
+  done
+  return 1
+}
+
+start_once() {
+  local wd="$1" etcd_port peer_port api_port rc
+  etcd_port="$(free_port)"
+  peer_port="$(free_port)"
+  api_port="$(free_port)"
+  while [[ "$peer_port" == "$etcd_port" ]]; do peer_port="$(free_port)"; done
+  while [[ "$api_port" == "$etcd_port" || "$api_port" == "$peer_port" ]]; do api_port="$(free_port)"; done
+
+  rm -rf "$wd/etcd-data"
+  # setsid: own session/process group, so the caller's Ctrl-C or job control
+  # does not hit them; stop is explicit via the pid files.
+  setsid "$BIN_DIR/etcd" \
+    --name=default \
+    --data-dir="$wd/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-cluster="default=http://127.0.0.1:$peer_port" \
+    --unsafe-no-fsync=true \
+    --log-level=warn \
+    </dev/null >"$wd/etcd.log" 2>&1 &
+  echo $! >"$wd/etcd.pid"
+
+  rc=0
+  wait_until "$START_TIMEOUT" "$wd/etcd.pid" etcd \
+    sh -c "curl -fsS http://127.0.0.1:$etcd_port/health | grep -q '\"health\":\"true\"'" || rc=$?
+  if ((rc != 0)); then
+    log "etcd did not become healthy (rc=$rc); last log lines:"
+    tail -n 20 "$wd/etcd.log" >&2 || true
+    return 1
+  fi
+
+  # shellcheck disable=SC2086 # APISERVER_EXTRA_ARGS is intentionally word-split
+  setsid "$BIN_DIR/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --cert-dir="$wd/pki" \
+    --tls-cert-file="$wd/pki/apiserver.crt" \
+    --tls-private-key-file="$wd/pki/apiserver.key" \
+    --client-ca-file="$wd/pki/ca.crt" \
+    --secure-port="$api_port" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --allow-privileged=true \
+    --authorization-mode=RBAC \
+    --disable-admission-plugins=ServiceAccount \
+    --endpoint-reconciler-type=none \
+    --service-account-issuer="https://127.0.0.1:$api_port/" \
+    --service-account-key-file="$wd/pki/sa.pub" \
+    --service-account-signing-key-file="$wd/pki/sa.key" \
+    ${APISERVER_EXTRA_ARGS:-} \
+    </dev/null >"$wd/apiserver.log" 2>&1 &
+  echo $! >"$wd/apiserver.pid"
+
+  rc=0
+  wait_until "$START_TIMEOUT" "$wd/apiserver.pid" kube-apiserver \
+    curl -fsS --cacert "$wd/pki/ca.crt" \
+    --cert "$wd/pki/admin.crt" --key "$wd/pki/admin.key" \
+    "https://127.0.0.1:$api_port/readyz" || rc=$?
+  if ((rc != 0)); then
+    log "kube-apiserver did not become ready (rc=$rc); last log lines:"
+    tail -n 30 "$wd/apiserver.log" >&2 || true
+    return 1
+  fi
+
+  write_kubeconfig "$wd" "$api_port"
+  # As envtest does: wait for the bootstrap "default" namespace.
+  wait_until 20 "$wd/apiserver.pid" kube-apiserver \
+    "$BIN_DIR/kubectl" --kubeconfig "$wd/kubeconfig" get namespace default \
+    || { log "namespace 'default' did not appear"; return 1; }
+
+  cat >"$wd/env" <<EOF
+ETCD_ENDPOINT=http://127.0.0.1:$etcd_port
+APISERVER_URL=https://127.0.0.1:$api_port
+KUBECONFIG=$wd/kubeconfig
+EOF
+}
+
+cmd_start() {
+  local wd="$1" b attempt
+  for b in etcd kube-apiserver kubectl; do
+    [[ -x "$BIN_DIR/$b" ]] || die "missing $BIN_DIR/$b; run e2e/build-tools.sh first"
+  done
+  for b in openssl curl python3 setsid base64; do
+    command -v "$b" >/dev/null 2>&1 || die "required command '$b' not found"
+  done
+  mkdir -p "$wd"
+  wd="$(cd "$wd" && pwd)"
+  if pid_alive "$(cat "$wd/etcd.pid" 2>/dev/null)" etcd ||
+    pid_alive "$(cat "$wd/apiserver.pid" 2>/dev/null)" kube-apiserver; then
+    die "a control plane is already running in $wd (run: $0 stop $wd)"
+  fi
+  rm -f "$wd/kubeconfig" "$wd/env"
+  gen_pki "$wd/pki"
+
+  for attempt in 1 2; do
+    if start_once "$wd"; then
+      log "ready: kubeconfig at $wd/kubeconfig"
+      "$BIN_DIR/kubectl" --kubeconfig "$wd/kubeconfig" version 2>&1 || true
+      return 0
+    fi
+    cmd_stop "$wd"
+    ((attempt == 1)) && log "start failed; retrying once with new ports"
+  done
+  die "could not start the control plane (logs in $wd)"
+}
+
+[[ $# -eq 2 ]] || usage
+case "$1" in
+  start) cmd_start "$2" ;;
+  stop) cmd_stop "$2" ;;
+  *) usage ;;
+esac
