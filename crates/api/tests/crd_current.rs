@@ -5,9 +5,13 @@ fn committed_crd_is_current() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crd.yaml");
     let committed = std::fs::read_to_string(path).unwrap_or_default();
     let generated = insitu_api::crd::crd_yaml();
+    if std::env::var_os("UPDATE_CRD").is_some() {
+        std::fs::write(path, &generated).expect("write deploy/crd.yaml");
+        return;
+    }
     assert!(
         committed == generated,
-        "deploy/crd.yaml is stale: regenerate it with `cargo run -p insitu -- crd > deploy/crd.yaml`"
+        "deploy/crd.yaml is stale: regenerate it with `cargo run -p insitu -- crd > deploy/crd.yaml` (or UPDATE_CRD=1 cargo test -p insitu-api)"
     );
 }
 
