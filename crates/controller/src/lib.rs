@@ -10,6 +10,7 @@ pub mod error;
 pub mod events;
 pub mod execute;
 pub mod expectations;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod run;

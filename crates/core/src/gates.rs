@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-/// Feature gates relevant to the CloneSet planner.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Feature gates relevant to the CloneSet planner; all default off, as in Kruise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FeatureGates {
     /// Allow moving pods back to the current revision when partition grows. Kruise default: off.
     pub cloneset_partition_rollback: bool,
@@ -14,17 +14,6 @@ pub struct FeatureGates {
     /// Exclude PreparingDelete pods when counting replicas for scale (flag
     /// `--cloneset-scaling-exclude-preparing-delete`). Kruise default: false.
     pub exclude_preparing_delete: bool,
-}
-
-impl Default for FeatureGates {
-    fn default() -> Self {
-        Self {
-            cloneset_partition_rollback: false,
-            preparing_update_as_update: false,
-            cloneset_short_hash: false,
-            exclude_preparing_delete: false,
-        }
-    }
 }
 
 impl FeatureGates {

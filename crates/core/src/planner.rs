@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use serde_json::Value;
 
 use crate::budget::{self, DiffPod};
-use crate::inplace::{self, Grace, InPlaceSpec};
-use crate::plan::{Action, Budget, Plan, UpdateReason};
-use crate::pods::{self, PodFacts};
+use crate::inplace::{self, Grace, StartTemplate};
+use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason};
+use crate::pods::{self, Lc, PodFacts};
 use crate::revision::{self, equal_to_revision, short_hash};
 use crate::sort;
 use crate::status::{self, StatusInput};
@@ -136,7 +136,10 @@ impl<'a> Planner<'a> {
                 "{released} owned pod(s) no longer match the selector: not managed"
             ));
         }
-        facts.sort_unstable_by(|a, b| a.name.cmp(b.name));
+        // Deterministic whatever order the cache lists pods in.
+        if !facts.is_sorted_by(|a, b| a.name <= b.name) {
+            facts.sort_unstable_by(|a, b| a.name.cmp(b.name));
+        }
 
         let strategy = spec.update_strategy.clone().unwrap_or_default();
         let stype = strategy.strategy_type();
@@ -256,7 +259,7 @@ impl<'a> Planner<'a> {
         let mut modified = false;
         for f in victims {
             if is_hooked(hook, f.pod) {
-                if f.lifecycle != keys::lifecycle::PREPARING_DELETE {
+                if f.lc != Lc::PreparingDelete {
                     self.why(format!(
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
                         f.name
@@ -298,26 +301,26 @@ impl<'a> Planner<'a> {
             .filter(|f| f.specified_delete || f.preparing_delete())
             .count();
 
-        // Kruise managePreparingDelete: pods waiting in PreparingDelete come back when replicas need them.
+        // Kruise managePreparingDelete: pods waiting in PreparingDelete come back when replicas need them,
+        // unless a preDelete/inPlaceUpdate hook marks pods not ready (no regret then).
         let lc = spec.lifecycle.as_ref();
-        let any_mark = lc.is_some_and(|l| {
-            [&l.pre_delete, &l.in_place_update, &l.pre_normal]
-                .iter()
-                .any(|h| h.as_ref().is_some_and(|h| h.mark_pod_not_ready))
+        let mark = lc.is_some_and(|l| {
+            [&l.pre_delete, &l.in_place_update].iter().any(|h| h.as_ref().is_some_and(|h| h.mark_pod_not_ready))
         });
-        if !any_mark && i64::from(replicas) - facts.len() as i64 + num_to_delete as i64 > 0 {
+        if !mark {
+            let mut diff = i64::from(replicas) - facts.len() as i64 + num_to_delete as i64;
             let mut modified = false;
             for f in &pre_delete {
-                if !f.specified_delete {
-                    self.why(format!(
-                        "pod {}: deletion cancelled, replicas need it → PreparingNormal",
-                        f.name
-                    ));
-                    self.plan
-                        .actions
-                        .push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
-                    modified = true;
+                if diff <= 0 {
+                    break;
                 }
+                if f.specified_delete {
+                    continue;
+                }
+                self.why(format!("pod {}: deletion cancelled, replicas need it → PreparingNormal", f.name));
+                self.plan.actions.push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
+                modified = true;
+                diff -= 1;
             }
             if modified {
                 return true;
@@ -335,8 +338,7 @@ impl<'a> Planner<'a> {
             .iter()
             .map(|f| DiffPod {
                 updated: f.updated
-                    || (self.gates.preparing_update_as_update
-                        && f.lifecycle == keys::lifecycle::PREPARING_UPDATE),
+                    || (self.gates.preparing_update_as_update && f.lc == Lc::PreparingUpdate),
                 preparing_delete: f.preparing_delete(),
                 to_delete: f.specified_delete,
                 available: f.available,
@@ -413,7 +415,7 @@ impl<'a> Planner<'a> {
             let mut ready = 0i32;
             let mut victims = Vec::new();
             for f in &specified {
-                if !f.update_ready {
+                if !f.normal_ready {
                     victims.push(*f);
                 } else if ready < b.delete_ready_limit {
                     ready += 1;
@@ -437,35 +439,27 @@ impl<'a> Planner<'a> {
                 self.why("scale down skipped while pods are specified for deletion or in PreparingDelete");
                 return false;
             }
-            let mut rank: HashMap<&str, usize> = HashMap::new();
-            for f in facts.iter().filter(|f| f.node_assigned) {
-                *rank.entry(f.node).or_default() += 1;
-            }
             let (mut upd, mut old): (Vec<&PodFacts>, Vec<&PodFacts>) = facts.iter().partition(|f| f.updated);
             let total = usize::try_from(b.scale_down_num).unwrap_or(0);
             let old_n = usize::try_from(b.scale_down_num_old_revision).unwrap_or(0);
-            fn choose<'p, 'f>(
-                v: &mut [&'p PodFacts<'f>],
-                n: usize,
-                rank: &HashMap<&str, usize>,
-            ) -> Vec<&'p PodFacts<'f>> {
+            fn choose<'p, 'f>(v: &mut [&'p PodFacts<'f>], n: usize) -> Vec<&'p PodFacts<'f>> {
                 if n < v.len() {
-                    v.sort_by(|a, b| sort::scale_down(a, b, rank));
+                    sort::scale_down(v);
                 }
                 v.iter().take(n).copied().collect()
             }
             let mut chosen: Vec<&PodFacts> = if old_n >= total {
-                choose(&mut old, total, &rank)
+                choose(&mut old, total)
             } else if old_n > 0 {
-                let mut c = choose(&mut old, old_n, &rank);
-                c.extend(choose(&mut upd, total - old_n, &rank));
+                let mut c = choose(&mut old, old_n);
+                c.extend(choose(&mut upd, total - old_n));
                 c
             } else {
-                choose(&mut upd, total, &rank)
+                choose(&mut upd, total)
             };
             let mut ready = 0i32;
             chosen.retain(|f| {
-                if !f.update_ready {
+                if !f.normal_ready {
                     true
                 } else if ready < b.delete_ready_limit {
                     ready += 1;
@@ -487,63 +481,63 @@ impl<'a> Planner<'a> {
     }
 
     /// Kruise `refreshPodState` (in-place Refresh, lifecycle transitions, hash backfill) for one pod.
+    /// Hot path: allocates and parses the state annotation only when something can change.
     fn refresh(&mut self, f: &PodFacts, update_name: &str) -> bool {
         let now = self.s.now;
         let before = self.plan.actions.len();
-        let (name, uid) = (f.name.to_string(), f.uid.to_string());
+        let ipu_true = f.ipu_true();
         // In-place Refresh (research §2.5).
         let mut containers_done = true;
+        // Parsed once, shared by the next-batch step and the Updating → Normal check.
+        let mut completed: Option<Result<(), String>> = None;
         if let Some(g) = f.grace {
             containers_done = false;
             match inplace::finish_grace(f.pod, f.revision, g, f.state, now) {
-                Grace::Wait(d) => {
-                    self.requeue_after(d);
-                }
+                Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
-                    self.why(format!(
-                        "pod {name}: grace period over → patch images {:?}",
-                        m.container_images
-                    ));
-                    self.plan.actions.push(Action::UpdatePod {
-                        pod: name.clone(),
-                        uid: uid.clone(),
-                        mutation: m,
-                        reason: UpdateReason::FinishGracePeriod,
-                    });
+                    self.why(format!("pod {}: grace period over → patch images {:?}", f.name, m.container_images));
+                    self.push_update(f, m, UpdateReason::FinishGracePeriod);
                 }
                 Grace::Abandon(m) => {
-                    self.why(format!(
-                        "pod {name}: template changed during the grace period → drop it"
-                    ));
-                    self.plan.actions.push(Action::UpdatePod {
-                        pod: name.clone(),
-                        uid: uid.clone(),
-                        mutation: m,
-                        reason: UpdateReason::AbandonGracePeriod,
-                    });
+                    self.why(format!("pod {}: template changed during the grace period → drop it", f.name));
+                    self.push_update(f, m, UpdateReason::AbandonGracePeriod);
                 }
-                Grace::Invalid(e) => self.why(format!("pod {name}: {e}")),
+                Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name)),
             }
         } else if let Some(state) = f.state {
-            match inplace::next_batch(f.pod, state, now) {
-                Ok(Some(m)) => {
-                    containers_done = false;
-                    self.why(format!("pod {name}: previous batch done → next container batch"));
-                    self.plan.actions.push(Action::UpdatePod {
-                        pod: name.clone(),
-                        uid: uid.clone(),
-                        mutation: m,
-                        reason: UpdateReason::NextBatch,
-                    });
+            // Pending batches only exist while InPlaceUpdateReady is not True (Kruise sets it True once
+            // every batch is done), so a ready pod outside `Updating` needs no parse.
+            let may_change = f.lc == Lc::Updating || !ipu_true;
+            if may_change {
+                match inplace::parse_state(state) {
+                    Ok(st) => {
+                        let done = inplace::containers_completed(f.pod, &st);
+                        if done.is_ok() && !st.next_container_images.is_empty() {
+                            containers_done = false;
+                            match inplace::next_batch(f.pod, st, now) {
+                                Ok(m) => {
+                                    self.why(format!("pod {}: previous batch done → next container batch", f.name));
+                                    self.push_update(f, m, UpdateReason::NextBatch);
+                                }
+                                Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name)),
+                            }
+                            completed = Some(Err("existing containers to in-place update in next batches".into()));
+                        } else {
+                            containers_done = done.is_ok();
+                            completed = Some(done);
+                        }
+                    }
+                    Err(e) => {
+                        containers_done = false;
+                        completed = Some(Err(e));
+                    }
                 }
-                Ok(None) => containers_done = inplace::check_completed(f.pod, None, Some(state)).is_ok(),
-                Err(_) => containers_done = false,
             }
         }
-        if containers_done && f.has_gate && f.ipu_condition.is_none_or(|c| c.status != "True") {
+        if containers_done && !ipu_true && f.has_gate() {
             self.plan.actions.push(Action::SetInPlaceUpdateReady {
-                pod: name.clone(),
-                uid: uid.clone(),
+                pod: f.name.to_string(),
+                uid: f.uid.to_string(),
                 ready: true,
             });
         }
@@ -551,57 +545,60 @@ impl<'a> Planner<'a> {
         // Lifecycle transitions (research §3.8).
         let lc = self.cs.spec.lifecycle.as_ref();
         let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
-        let next_state = match f.lifecycle {
-            keys::lifecycle::PREPARING_NORMAL => {
-                let hook_ok = lc
-                    .and_then(|l| l.pre_normal.as_ref())
-                    .is_none_or(|h| is_all_hooked(Some(h), f.pod));
-                (hook_ok && f.node_assigned).then_some(keys::lifecycle::NORMAL)
+        let updated_or_normal = || {
+            if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
+                keys::lifecycle::UPDATED
+            } else {
+                keys::lifecycle::NORMAL
             }
-            keys::lifecycle::PREPARING_UPDATE => equal_to_revision(f.revision, update_name).then(|| {
-                if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
-                    keys::lifecycle::UPDATED
-                } else {
-                    keys::lifecycle::NORMAL
-                }
-            }),
-            keys::lifecycle::UPDATING => {
-                inplace::check_completed(f.pod, f.grace, f.state)
-                    .is_ok()
-                    .then(|| {
-                        if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
-                            keys::lifecycle::UPDATED
-                        } else {
-                            keys::lifecycle::NORMAL
-                        }
-                    })
+        };
+        let next_state = match f.lc {
+            Lc::PreparingNormal => {
+                // Kruise v1.9 (#1485): without a preNormal hook, wait until the pod is scheduled.
+                let ok = match lc.and_then(|l| l.pre_normal.as_ref()) {
+                    Some(h) => is_all_hooked(Some(h), f.pod),
+                    None => f.node_assigned,
+                };
+                ok.then_some(keys::lifecycle::NORMAL)
             }
-            keys::lifecycle::UPDATED => {
+            Lc::PreparingUpdate => equal_to_revision(f.revision, update_name).then(updated_or_normal),
+            Lc::Updating => {
+                // Kruise DefaultCheckInPlaceUpdateCompleted: no grace, no pending batch, containers done.
+                let ok = f.grace.is_none() && completed.as_ref().is_none_or(Result::is_ok);
+                ok.then(updated_or_normal)
+            }
+            Lc::Updated => {
                 (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.pod)).then_some(keys::lifecycle::NORMAL)
             }
             _ => None,
         };
         if let Some(st) = next_state {
-            self.why(format!("pod {name}: lifecycle {} → {st}", f.lifecycle));
+            self.why(format!("pod {}: lifecycle {} → {st}", f.name, f.lifecycle));
             self.plan.actions.push(lifecycle_patch(f, st, now));
         }
 
         // Kruise fixPodTemplateHashLabel.
-        if pods::label(f.pod, keys::POD_TEMPLATE_HASH_LABEL).is_none() && !f.revision.is_empty() {
+        if !f.revision.is_empty() && !f.has_template_hash {
             let mut labels = BTreeMap::new();
-            labels.insert(
-                keys::POD_TEMPLATE_HASH_LABEL.to_string(),
-                Some(short_hash(f.revision).to_string()),
-            );
+            labels.insert(keys::POD_TEMPLATE_HASH_LABEL.to_string(), Some(short_hash(f.revision).to_string()));
             self.plan.actions.push(Action::PatchPodMetadata {
-                pod: name,
-                uid,
+                pod: f.name.to_string(),
+                uid: f.uid.to_string(),
                 labels,
                 annotations: BTreeMap::new(),
                 reason: UpdateReason::BackfillHash,
             });
         }
         self.plan.actions.len() > before
+    }
+
+    fn push_update(&mut self, f: &PodFacts, mutation: PodMutation, reason: UpdateReason) {
+        self.plan.actions.push(Action::UpdatePod {
+            pod: f.name.to_string(),
+            uid: f.uid.to_string(),
+            mutation,
+            reason,
+        });
     }
 
     /// Kruise `Update` (research §3.7).
@@ -622,9 +619,7 @@ impl<'a> Planner<'a> {
             }
         }
         if refreshed > 0 {
-            self.why(format!(
-                "refreshed {refreshed} pod(s): update waits for the next round"
-            ));
+            self.why(format!("refreshed {refreshed} pod(s): update waits for the next round"));
             return;
         }
         let spec = &self.cs.spec;
@@ -650,125 +645,107 @@ impl<'a> Planner<'a> {
         if b.update_num == 0 {
             return;
         }
-        let (target, target_name) = if b.update_num > 0 {
-            (update, &update_name)
-        } else {
-            (current, &current_name)
-        };
+        let forward = b.update_num > 0;
+        let (target, target_name) = if forward { (update, &update_name) } else { (current, &current_name) };
         let mut cand: Vec<usize> = Vec::new();
         for (i, f) in facts.iter().enumerate() {
-            let wait = if b.update_num > 0 { !f.updated } else { f.updated };
-            if !wait {
+            // Forward: pods not at the update revision; rollback: pods at it.
+            if f.updated == forward {
                 continue;
             }
-            let can = match f.lifecycle {
-                keys::lifecycle::PREPARING_DELETE => false,
-                keys::lifecycle::UPDATED => true,
+            let can = match f.lc {
+                Lc::PreparingDelete => false,
+                Lc::Updated => true,
                 _ => f.grace.is_none(),
             };
             if can {
                 cand.push(i);
             }
         }
-        sort::update_candidates(
-            facts,
-            &mut cand,
-            strategy.priority_strategy.as_ref(),
-            &strategy.scatter_strategy,
-        );
+        sort::update_candidates(facts, &mut cand, strategy.priority_strategy.as_ref(), &strategy.scatter_strategy);
         let avail: Vec<bool> = cand.iter().map(|&i| facts[i].available).collect();
-        let n = budget::limit_update(
-            &b,
-            facts
-                .iter()
-                .map(|f| (f.available, equal_to_revision(f.revision, target_name))),
-            &avail,
-        );
+        let at_target = |f: &PodFacts| if forward { f.updated } else { equal_to_revision(f.revision, target_name) };
+        let n = budget::limit_update(&b, facts.iter().map(|f| (f.available, at_target(f))), &avail);
         self.why(format!(
             "{} candidate(s) for revision {target_name}; {n} may update now (updateMaxUnavailable {})",
             cand.len(),
             b.update_max_unavailable
         ));
-        let grace = strategy
-            .in_place_update_strategy
-            .as_ref()
-            .and_then(|s| s.grace_period_seconds)
-            .unwrap_or(0);
-        let target_tpl = revision::template_value(target).cloned();
-        let mut cache: HashMap<String, Result<InPlaceSpec, String>> = HashMap::new();
+        let grace = strategy.in_place_update_strategy.as_ref().and_then(|s| s.grace_period_seconds).unwrap_or(0);
+        let label = if self.gates.cloneset_short_hash {
+            short_hash(target_name).to_string()
+        } else {
+            target_name.to_string()
+        };
+        let mut ctx = UpdateCtx {
+            stype,
+            target_name,
+            target_tpl: revision::template_value(target),
+            rev_by_hash,
+            grace,
+            label,
+            cache: HashMap::new(),
+            in_place: Vec::new(),
+            recreate: Vec::new(),
+        };
         let mut errors = Vec::new();
         for &i in cand.iter().take(n) {
-            let f = &facts[i];
-            if let Err(e) = self.update_pod(
-                f,
-                stype,
-                target_name,
-                target_tpl.as_ref(),
-                rev_by_hash,
-                &mut cache,
-                grace,
-            ) {
+            if let Err(e) = self.update_pod(&facts[i], &mut ctx) {
                 self.why(e.clone());
                 errors.push(e);
             }
+        }
+        if !ctx.in_place.is_empty() {
+            let images = ctx.cache.values().find_map(|c| c.as_ref().ok()).map(|t| format!("{:?}", t.spec.images));
+            self.why(format!(
+                "in-place update to {target_name} (images {}{}): {}",
+                images.unwrap_or_default(),
+                if grace > 0 { format!(", grace {grace}s") } else { String::new() },
+                ctx.in_place.join(", ")
+            ));
+            if grace > 0 {
+                self.requeue_after(Duration::from_secs(u64::try_from(grace).unwrap_or(0)));
+            }
+        }
+        if !ctx.recreate.is_empty() {
+            self.why(format!("recreate for {target_name} (label specified-delete): {}", ctx.recreate.join(", ")));
         }
         if !errors.is_empty() {
             self.failed_update = Some(errors.join("; "));
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn update_pod(
-        &mut self,
-        f: &PodFacts,
-        stype: CloneSetUpdateStrategyType,
-        target_name: &str,
-        target_tpl: Option<&Value>,
-        rev_by_hash: &HashMap<&str, &Arc<ControllerRevision>>,
-        cache: &mut HashMap<String, Result<InPlaceSpec, String>>,
-        grace: i32,
-    ) -> Result<(), String> {
+    /// Kruise `updatePod` for one selected pod.
+    fn update_pod(&mut self, f: &PodFacts, ctx: &mut UpdateCtx) -> Result<(), String> {
         let now = self.s.now;
-        let (name, uid) = (f.name.to_string(), f.uid.to_string());
-        if stype != CloneSetUpdateStrategyType::ReCreate {
-            let old = if f.revision.is_empty() {
-                None
-            } else {
-                rev_by_hash.get(short_hash(f.revision))
-            };
-            let spec = match (old, target_tpl) {
-                (Some(old), Some(t)) => {
-                    let key = old.metadata.name.clone().unwrap_or_default();
-                    cache
-                        .entry(key)
-                        .or_insert_with(|| match revision::template_value(old) {
-                            Some(o) => inplace::calculate(o, t),
-                            None => Err("old revision has no template".into()),
-                        })
-                        .clone()
-                }
-                (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
-                (_, None) => Err("target revision has no template".into()),
-            };
-            match spec {
-                Ok(spec) => {
+        if ctx.stype != CloneSetUpdateStrategyType::ReCreate {
+            let old = if f.revision.is_empty() { None } else { ctx.rev_by_hash.get(short_hash(f.revision)) };
+            let key = old.map_or("", |o| short_hash(o.metadata.name.as_deref().unwrap_or_default()));
+            if !ctx.cache.contains_key(key) {
+                let t = match (old, ctx.target_tpl) {
+                    (Some(old), Some(t)) => match revision::template_value(old) {
+                        Some(o) => inplace::calculate(o, t),
+                        None => Err("old revision has no template".into()),
+                    },
+                    (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
+                    (_, None) => Err("target revision has no template".into()),
+                };
+                let t = t.map(|spec| StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now));
+                ctx.cache.insert(key.to_string(), t);
+            }
+            match ctx.cache.get(key) {
+                Some(Ok(tpl)) => {
                     let lc = self.cs.spec.lifecycle.as_ref();
                     let hook = lc.and_then(|l| l.in_place_update.as_ref());
-                    match f.lifecycle {
-                        "" | keys::lifecycle::PREPARING_NORMAL | keys::lifecycle::NORMAL => {
+                    match f.lc {
+                        Lc::None | Lc::PreparingNormal | Lc::Normal => {
                             if is_hooked(hook, f.pod) {
-                                self.why(format!(
-                                    "pod {name}: inPlaceUpdate hook present → PreparingUpdate"
-                                ));
-                                self.plan.actions.push(lifecycle_patch(
-                                    f,
-                                    keys::lifecycle::PREPARING_UPDATE,
-                                    now,
-                                ));
+                                self.why(format!("pod {}: inPlaceUpdate hook present → PreparingUpdate", f.name));
+                                self.plan.actions.push(lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE, now));
                                 return Ok(());
                             }
                         }
-                        keys::lifecycle::UPDATED => {
+                        Lc::Updated => {
                             // Kruise UpdatePodLifecycleWithHandler: re-apply the hook labels.
                             let mut a = lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE, now);
                             if let (Action::PatchPodMetadata { labels, .. }, Some(h)) = (&mut a, hook) {
@@ -776,83 +753,72 @@ impl<'a> Planner<'a> {
                                     labels.insert(k.clone(), Some(v.clone()));
                                 }
                             }
-                            self.why(format!("pod {name}: Updated → PreparingUpdate (hook re-applied)"));
+                            self.why(format!("pod {}: Updated → PreparingUpdate (hook re-applied)", f.name));
                             self.plan.actions.push(a);
                             return Ok(());
                         }
-                        keys::lifecycle::PREPARING_UPDATE => {
+                        Lc::PreparingUpdate => {
                             if is_hooked(hook, f.pod) {
-                                self.why(format!(
-                                    "pod {name}: PreparingUpdate, waiting for the inPlaceUpdate hook"
-                                ));
+                                self.why(format!("pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook", f.name));
                                 return Ok(());
                             }
                         }
-                        keys::lifecycle::UPDATING => {}
-                        other => {
-                            return Err(format!(
-                                "not allowed to in-place update pod {name} in state {other}"
-                            ));
+                        Lc::Updating => {}
+                        Lc::PreparingDelete | Lc::Other => {
+                            let (n, st) = (f.name, f.lifecycle);
+                            return Err(format!("not allowed to in-place update pod {n} in state {st}"));
                         }
                     }
-                    let label = if self.gates.cloneset_short_hash {
-                        short_hash(target_name).to_string()
-                    } else {
-                        target_name.to_string()
-                    };
-                    let m = inplace::start_mutation(f.pod, &spec, target_name, &label, grace, now);
-                    if f.has_gate {
+                    let m = tpl.mutation(f.pod);
+                    if f.has_gate() {
                         self.plan.actions.push(Action::SetInPlaceUpdateReady {
-                            pod: name.clone(),
-                            uid: uid.clone(),
+                            pod: f.name.to_string(),
+                            uid: f.uid.to_string(),
                             ready: false,
                         });
                     }
-                    self.why(format!(
-                        "pod {name}: in-place update to {target_name} (images {:?}{})",
-                        spec.images,
-                        if grace > 0 {
-                            format!(", grace {grace}s")
-                        } else {
-                            String::new()
-                        }
-                    ));
-                    self.plan.actions.push(Action::UpdatePod {
-                        pod: name,
-                        uid,
-                        mutation: m,
-                        reason: UpdateReason::StartInPlaceUpdate,
-                    });
-                    if grace > 0 {
-                        self.requeue_after(Duration::from_secs(u64::try_from(grace).unwrap_or(0)));
-                    }
+                    self.push_update(f, m, UpdateReason::StartInPlaceUpdate);
+                    ctx.in_place.push(f.name.to_string());
                     return Ok(());
                 }
-                Err(why) => {
-                    if stype == CloneSetUpdateStrategyType::InPlaceOnly {
+                Some(Err(why)) => {
+                    if ctx.stype == CloneSetUpdateStrategyType::InPlaceOnly {
                         return Err(format!(
-                            "find Pod {name} update strategy is InPlaceOnly but can not update in-place ({why})"
+                            "find Pod {} update strategy is InPlaceOnly but can not update in-place ({why})",
+                            f.name
                         ));
                     }
-                    self.why(format!("pod {name}: cannot update in place ({why}) → recreate"));
+                    self.why(format!("pod {}: cannot update in place ({why}) → recreate", f.name));
                 }
+                None => {}
             }
         }
         if pods::label(f.pod, keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
-        self.why(format!(
-            "pod {name}: recreate for revision {target_name} (label specified-delete)"
-        ));
+        ctx.recreate.push(f.name.to_string());
         let mut labels = BTreeMap::new();
         labels.insert(keys::SPECIFIED_DELETE_LABEL.to_string(), Some("true".to_string()));
         self.plan.actions.push(Action::PatchPodMetadata {
-            pod: name,
-            uid,
+            pod: f.name.to_string(),
+            uid: f.uid.to_string(),
             labels,
             annotations: BTreeMap::new(),
             reason: UpdateReason::Recreate,
         });
         Ok(())
     }
+}
+
+/// Per-round state of the update step: the in-place start templates cached per old revision.
+struct UpdateCtx<'a> {
+    stype: CloneSetUpdateStrategyType,
+    target_name: &'a str,
+    target_tpl: Option<&'a Value>,
+    rev_by_hash: &'a HashMap<&'a str, &'a Arc<ControllerRevision>>,
+    grace: i32,
+    label: String,
+    cache: HashMap<String, Result<StartTemplate, String>>,
+    in_place: Vec<String>,
+    recreate: Vec<String>,
 }

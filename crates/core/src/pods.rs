@@ -21,6 +21,7 @@ pub struct PodFacts<'a> {
     pub revision: &'a str,
     /// Lifecycle label (`""` when absent).
     pub lifecycle: &'a str,
+    pub lc: Lc,
     /// Not Succeeded/Failed and no deletionTimestamp (k8s `IsPodActive`).
     pub active: bool,
     pub running: bool,
@@ -28,19 +29,22 @@ pub struct PodFacts<'a> {
     pub ready: bool,
     /// lastTransitionTime of `Ready` when True.
     pub ready_since: Option<Timestamp>,
-    /// Status of the `InPlaceUpdateReady` condition, if present.
-    pub ipu_condition: Option<&'a PodCondition>,
-    pub has_gate: bool,
+    /// The `InPlaceUpdateReady` condition: `None` absent, `Some(true)` True, `Some(false)` otherwise.
+    pub ipu: Option<bool>,
     /// Kruise `IsPodUpdateReady(pod, 0)`: Running ∧ Ready ∧ InPlaceUpdateReady (if present) True.
     pub update_ready: bool,
     /// Kruise `IsPodAvailable`: lifecycle ""/Normal ∧ `IsPodUpdateReady(pod, minReadySeconds)`.
     pub available: bool,
+    /// Kruise scale `isPodReady` = `IsPodAvailable(pod, 0)`: lifecycle ""/Normal ∧ `IsPodUpdateReady(pod, 0)`.
+    pub normal_ready: bool,
     /// Ready but minReadySeconds not elapsed yet: how long until it is.
     pub available_in: Option<SignedDuration>,
     /// `apps.kruise.io/specified-delete` label or listed in `podsToDelete`.
     pub specified_delete: bool,
     pub grace: Option<&'a str>,
     pub state: Option<&'a str>,
+    /// Has the `pod-template-hash` label.
+    pub has_template_hash: bool,
     pub node_assigned: bool,
     /// `spec.nodeName` (`""` when unscheduled).
     pub node: &'a str,
@@ -78,7 +82,38 @@ pub fn has_readiness_gate(pod: &Pod) -> bool {
         .is_some_and(|g| g.iter().any(|g| g.condition_type == keys::INPLACE_UPDATE_READY))
 }
 
+/// The lifecycle label as an enum, so hot loops compare integers, not strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lc {
+    /// No label.
+    None,
+    PreparingNormal,
+    Normal,
+    PreparingUpdate,
+    Updating,
+    Updated,
+    PreparingDelete,
+    /// Any other value.
+    Other,
+}
+
+impl Lc {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "" => Lc::None,
+            keys::lifecycle::PREPARING_NORMAL => Lc::PreparingNormal,
+            keys::lifecycle::NORMAL => Lc::Normal,
+            keys::lifecycle::PREPARING_UPDATE => Lc::PreparingUpdate,
+            keys::lifecycle::UPDATING => Lc::Updating,
+            keys::lifecycle::UPDATED => Lc::Updated,
+            keys::lifecycle::PREPARING_DELETE => Lc::PreparingDelete,
+            _ => Lc::Other,
+        }
+    }
+}
+
 impl<'a> PodFacts<'a> {
+    /// One pass over labels, annotations and conditions each: this runs for every pod on every plan.
     pub fn new(
         pod: &'a Pod,
         now: Timestamp,
@@ -86,23 +121,46 @@ impl<'a> PodFacts<'a> {
         pods_to_delete: &HashSet<&str>,
         update_revision: &str,
     ) -> Self {
+        let meta = &pod.metadata;
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
-        let active = phase != "Succeeded" && phase != "Failed" && pod.metadata.deletion_timestamp.is_none();
+        let active = phase != "Succeeded" && phase != "Failed" && meta.deletion_timestamp.is_none();
         let running = phase == "Running";
-        let ready_cond = condition(pod, "Ready");
-        let ready = ready_cond.is_some_and(|c| c.status == "True");
-        let ready_since = if ready {
-            ready_cond
-                .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0)
-        } else {
-            None
-        };
-        let ipu_condition = condition(pod, keys::INPLACE_UPDATE_READY);
-        let ipu_ok = ipu_condition.is_none_or(|c| c.status == "True");
-        let update_ready = running && ready && ipu_ok;
-        let lifecycle = label(pod, keys::LIFECYCLE_STATE_LABEL).unwrap_or("");
+
+        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) = ("", "", false, false);
+        for (k, v) in meta.labels.iter().flatten() {
+            match k.as_str() {
+                keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
+                keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
+                keys::SPECIFIED_DELETE_LABEL => specified_label = true,
+                keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
+                _ => {}
+            }
+        }
+        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) = (None, None, None, None, 0);
+        for (k, v) in meta.annotations.iter().flatten() {
+            match k.as_str() {
+                keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
+                keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
+                keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
+                keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
+                keys::POD_DELETION_COST_ANNOTATION => deletion_cost = self::deletion_cost(v),
+                _ => {}
+            }
+        }
+        let (mut ready, mut ready_since, mut ipu) = (false, None, None);
+        for c in status.and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+            match c.type_.as_str() {
+                "Ready" => {
+                    ready = c.status == "True";
+                    ready_since = if ready { c.last_transition_time.as_ref().map(|t| t.0) } else { None };
+                }
+                keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
+                _ => {}
+            }
+        }
+        let update_ready = running && ready && ipu.unwrap_or(true);
+        let lc = Lc::parse(lifecycle);
         // k8s podutil.IsPodAvailable: minReadySeconds == 0, or lastTransitionTime + mrs strictly before now.
         let (min_ready_ok, available_in) = if min_ready_seconds <= 0 || !update_ready {
             (true, None)
@@ -112,72 +170,75 @@ impl<'a> PodFacts<'a> {
                     let at = t
                         .saturating_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
                         .unwrap_or(Timestamp::MAX);
-                    if at < now {
-                        (true, None)
-                    } else {
-                        (false, Some(now.duration_until(at)))
-                    }
+                    if at < now { (true, None) } else { (false, Some(now.duration_until(at))) }
                 }
                 None => (false, None),
             }
         };
-        let lifecycle_ok = lifecycle.is_empty() || lifecycle == keys::lifecycle::NORMAL;
-        let available = lifecycle_ok && update_ready && min_ready_ok;
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or("");
-        let specified_delete =
-            label(pod, keys::SPECIFIED_DELETE_LABEL).is_some() || pods_to_delete.contains(name);
-        let revision = label(pod, keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("");
-        let phase_ord = match phase {
-            "Unknown" => 1,
-            "Running" => 2,
-            _ => 0,
-        };
+        let lifecycle_ok = matches!(lc, Lc::None | Lc::Normal);
+        let name = meta.name.as_deref().unwrap_or("");
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
+        let specified_delete = specified_label || (!pods_to_delete.is_empty() && pods_to_delete.contains(name));
         let restarts = status
             .and_then(|s| s.container_statuses.as_ref())
             .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
-        let deletion_cost = annotation(pod, keys::POD_DELETION_COST_ANNOTATION)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
         PodFacts {
             pod,
             name,
-            uid: pod.metadata.uid.as_deref().unwrap_or(""),
+            uid: meta.uid.as_deref().unwrap_or(""),
             revision,
             lifecycle,
+            lc,
             active,
             running,
             ready,
             ready_since,
-            ipu_condition,
-            has_gate: has_readiness_gate(pod),
+            ipu,
             update_ready,
-            available,
+            available: lifecycle_ok && update_ready && min_ready_ok,
+            normal_ready: lifecycle_ok && update_ready,
             available_in: if lifecycle_ok { available_in } else { None },
             specified_delete,
-            grace: annotation(pod, keys::INPLACE_UPDATE_GRACE_ANNOTATION)
-                .or_else(|| annotation(pod, keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD))
-                .filter(|s| !s.is_empty()),
-            state: annotation(pod, keys::INPLACE_UPDATE_STATE_ANNOTATION)
-                .or_else(|| annotation(pod, keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD))
-                .filter(|s| !s.is_empty()),
+            grace: grace.or(grace_old).filter(|s| !s.is_empty()),
+            state: state.or(state_old).filter(|s| !s.is_empty()),
+            has_template_hash,
             node_assigned: !node.is_empty(),
             node,
-            phase_ord,
+            phase_ord: match phase {
+                "Unknown" => 1,
+                "Running" => 2,
+                _ => 0,
+            },
             restarts,
-            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deletion_cost,
             updated: revision::equal_to_revision(revision, update_revision),
         }
     }
 
     pub fn preparing_delete(&self) -> bool {
-        self.lifecycle == keys::lifecycle::PREPARING_DELETE
+        self.lc == Lc::PreparingDelete
     }
+
+    /// The pod has the `InPlaceUpdateReady` readiness gate (looked up only when needed).
+    pub fn has_gate(&self) -> bool {
+        has_readiness_gate(self.pod)
+    }
+
+    /// The `InPlaceUpdateReady` condition is True.
+    pub fn ipu_true(&self) -> bool {
+        self.ipu == Some(true)
+    }
+}
+
+/// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.
+pub fn deletion_cost(v: &str) -> i32 {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    let valid_first = v == "0" || v.starts_with('-') || v.as_bytes().first().is_some_and(|b| (b'1'..=b'9').contains(b));
+    if !valid_first || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    v.parse().unwrap_or(0)
 }
 
 /// RFC3339 at second precision, as Go `time.Now().Format(time.RFC3339)` in UTC.

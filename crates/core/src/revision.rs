@@ -261,7 +261,8 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
     }
 }
 
-/// Kruise `truncateHistory`: delete the oldest non-live revisions beyond `revisionHistoryLimit`.
+/// Kruise `truncateHistory`: delete the oldest non-live revisions beyond `revisionHistoryLimit`. A revision
+/// is live when it is current, update, or named by some pod's `controller-revision-hash` (full or short).
 pub fn truncate_history(
     all: &[Arc<ControllerRevision>],
     pods: &[Arc<Pod>],
@@ -269,39 +270,37 @@ pub fn truncate_history(
     update: &str,
     limit: i32,
 ) -> Vec<Action> {
-    let mut live: HashSet<&str> = HashSet::new();
-    live.insert(current);
-    live.insert(update);
-    for p in pods {
-        if let Some(h) = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH_LABEL))
-        {
-            live.insert(h.as_str());
-        }
-    }
-    let non_live: Vec<&str> = all
+    let limit = usize::try_from(limit.max(0)).unwrap_or(0);
+    let mut candidates: Vec<&str> = all
         .iter()
         .filter_map(|r| r.metadata.name.as_deref())
-        .filter(|n| {
-            !live.contains(n)
-                && !live
-                    .iter()
-                    .any(|l| !l.is_empty() && short_hash(l) == short_hash(n))
-        })
+        .filter(|n| !equal_to_revision(current, n) && !equal_to_revision(update, n))
         .collect();
-    let limit = usize::try_from(limit.max(0)).unwrap_or(0);
-    if non_live.len() <= limit {
+    // Fast path: nothing to delete even if no pod references any candidate.
+    if candidates.len() <= limit {
         return Vec::new();
     }
-    non_live[..non_live.len() - limit]
-        .iter()
-        .map(|n| Action::DeleteRevision {
-            name: (*n).to_string(),
-        })
-        .collect()
+    let mut referenced: Vec<bool> = vec![false; candidates.len()];
+    for p in pods {
+        let Some(h) = p.metadata.labels.as_ref().and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH_LABEL)) else {
+            continue;
+        };
+        for (i, c) in candidates.iter().enumerate() {
+            if !referenced[i] && equal_to_revision(h, c) {
+                referenced[i] = true;
+            }
+        }
+    }
+    let mut i = 0;
+    candidates.retain(|_| {
+        let keep = !referenced[i];
+        i += 1;
+        keep
+    });
+    if candidates.len() <= limit {
+        return Vec::new();
+    }
+    candidates[..candidates.len() - limit].iter().map(|n| Action::DeleteRevision { name: (*n).to_string() }).collect()
 }
 
 #[cfg(test)]

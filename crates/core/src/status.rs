@@ -129,7 +129,9 @@ fn set_failure(conds: &mut Vec<CloneSetCondition>, type_: &str, msg: &str, now: 
     }
 }
 
-/// The Progressing condition (Kruise v1.9, research §1.3 table), only with progressDeadlineSeconds set.
+/// The Progressing condition (Kruise v1.9 `calculateProgressingStatus`), only with progressDeadlineSeconds
+/// set and not MaxInt32. DeadlineExceeded is sticky until the CloneSet becomes available, paused or
+/// partition-available; otherwise the deadline counts from the condition's lastUpdateTime.
 fn progressing(cs: &CloneSet, st: &mut CloneSetStatus, now: Timestamp) -> Option<Duration> {
     let pds = match cs.spec.progress_deadline_seconds {
         Some(p) if p != i32::MAX => p,
@@ -140,67 +142,40 @@ fn progressing(cs: &CloneSet, st: &mut CloneSetStatus, now: Timestamp) -> Option
     };
     let replicas = cs.spec.replicas();
     let paused = cs.spec.update_strategy.as_ref().is_some_and(|u| u.paused);
-    let existing = st
-        .conditions
-        .iter()
-        .find(|c| c.type_ == keys::conditions::PROGRESSING)
-        .cloned();
     let p = keys::conditions::PROGRESSING;
-    let mut requeue = None;
-    let c = if st.current_revision == st.update_revision
-        && st.replicas == st.updated_replicas
-        && st.replicas == st.updated_available_replicas
-        && st.replicas == replicas
-    {
-        cond(p, "True", REASON_AVAILABLE, "CloneSet is available".into(), now)
-    } else if paused {
-        cond(p, "True", REASON_PAUSED, "CloneSet is paused".into(), now)
-    } else if st.expected_updated_replicas < replicas
-        && st.expected_updated_replicas <= st.updated_available_replicas
-    {
-        cond(
-            p,
-            "True",
-            REASON_PARTITION_AVAILABLE,
-            "CloneSet has been paused due to partition ready".into(),
-            now,
-        )
-    } else {
-        let msg = format!(
-            "CloneSet revision {} has timed out progressing",
-            st.update_revision
-        );
-        let exceeded = existing.as_ref().is_some_and(|e| {
-            if e.reason == REASON_DEADLINE_EXCEEDED {
-                // A new revision restarts the clock (research §4.5: DeadlineExceeded → Updated).
-                e.message == msg
-            } else if e.reason == REASON_UPDATED {
-                let since = e.last_update_time.as_ref().map_or(now, |t| t.0);
-                let deadline = since
-                    .saturating_add(SignedDuration::from_secs(i64::from(pds)))
-                    .unwrap_or(Timestamp::MAX);
-                if deadline < now {
-                    true
-                } else {
-                    requeue =
-                        Duration::try_from(now.duration_until(deadline) + SignedDuration::from_secs(1)).ok();
-                    false
-                }
-            } else {
-                false
-            }
-        });
-        if exceeded {
-            cond(p, "False", REASON_DEADLINE_EXCEEDED, msg, now)
-        } else {
-            if existing.as_ref().is_none_or(|e| e.reason != REASON_UPDATED) {
-                requeue = Some(Duration::from_secs(u64::try_from(pds).unwrap_or(0) + 1));
-            }
-            cond(p, "True", REASON_UPDATED, "CloneSet is progressing".into(), now)
-        }
+    let deadline_of = |c: &CloneSetCondition| {
+        let since = c.last_update_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0);
+        since.saturating_add(SignedDuration::from_secs(i64::from(pds))).unwrap_or(Timestamp::MAX)
     };
-    set_condition(&mut st.conditions, c);
-    requeue
+    let existing = st.conditions.iter().find(|c| c.type_ == p).cloned();
+    if st.current_revision == st.update_revision
+        && st.replicas == replicas
+        && st.updated_replicas == replicas
+        && st.updated_available_replicas == replicas
+    {
+        set_condition(&mut st.conditions, cond(p, "True", REASON_AVAILABLE, "CloneSet is available".into(), now));
+        return None;
+    }
+    if paused {
+        set_condition(&mut st.conditions, cond(p, "True", REASON_PAUSED, "CloneSet is paused".into(), now));
+        return None;
+    }
+    if st.expected_updated_replicas < replicas && st.expected_updated_replicas <= st.updated_available_replicas {
+        let msg = "CloneSet has been paused due to partition ready".to_string();
+        set_condition(&mut st.conditions, cond(p, "True", REASON_PARTITION_AVAILABLE, msg, now));
+        return None;
+    }
+    if existing.as_ref().is_some_and(|c| c.reason == REASON_DEADLINE_EXCEEDED || deadline_of(c) < now) {
+        let msg = format!("CloneSet revision {} has timed out progressing", st.update_revision);
+        set_condition(&mut st.conditions, cond(p, "False", REASON_DEADLINE_EXCEEDED, msg, now));
+        return None;
+    }
+    set_condition(&mut st.conditions, cond(p, "True", REASON_UPDATED, "CloneSet is progressing".into(), now));
+    // Kruise getRequeueSecondsFromCondition: deadline − now, plus 1s against timer skew.
+    let c = st.conditions.iter().find(|c| c.type_ == p)?;
+    let after = now.duration_until(deadline_of(c));
+    let after = if after < SignedDuration::from_secs(1) { after } else { after + SignedDuration::from_secs(1) };
+    Duration::try_from(after).ok().filter(|d| !d.is_zero())
 }
 
 /// Kruise `inconsistentStatus`: write only when a counted field, a revision, the selector, a newer

@@ -158,7 +158,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
         },
         clock.clone(),
     )
-    .await;
+    .await
+    .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -317,8 +318,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     out.line("\nVerification (the seed's before/after check):");
     out.line(verification_table(&report));
     let problems = report.problems();
-    let in_place_metric: BTreeMap<&str, String> = metrics
-        .render()
+    let rendered = metrics.render();
+    let in_place_metric: BTreeMap<&str, String> = rendered
         .lines()
         .filter(|l| {
             l.starts_with("kruise_inplace_update_total")

@@ -1,10 +1,7 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-mod demo;
-mod monitor;
-mod run_cmd;
-mod simtime;
+use insitu::{demo, nodes_cmd, run_cmd};
 
 use std::process::ExitCode;
 
@@ -26,6 +23,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Print the CloneSet CustomResourceDefinition as YAML.
     Crd,
+    /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
+    Nodes(nodes_cmd::NodesArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -47,6 +46,10 @@ fn main() -> ExitCode {
         Command::Run(args) => {
             init_tracing("info");
             run_cmd::main(args)
+        }
+        Command::Nodes(args) => {
+            init_tracing("info");
+            nodes_cmd::main(args)
         }
         Command::Crd => {
             print!("{}", insitu_api::crd::crd_yaml());

@@ -24,10 +24,16 @@ pub fn stage(pod: &Pod) -> &'static str {
             .flatten()
             .any(|(name, last)| container_status(pod, name).is_some_and(|cs| cs.image_id == last.image_id))
     });
+    let at_revision = state
+        .as_ref()
+        .is_some_and(|st| pod.labels().get(keys::CONTROLLER_REVISION_HASH_LABEL) == Some(&st.revision));
     match (gate, ready) {
-        (Some("False"), _) if restarting || state.is_none() => "Updating",
+        // InPlaceUpdateReady just went False; the controller's pod write (state/grace) follows.
+        (Some("False"), _) if !at_revision => "Preparing",
+        (Some("False"), _) if restarting => "Updating",
         (Some("False"), _) => "Updated",
-        (_, false) if state.is_some() && lifecycle(pod) == keys::lifecycle::UPDATING => "Updated",
+        // Containers restarted on the new image; waiting for the readiness probe.
+        (_, false) if at_revision && !restarting => "Updated",
         _ => "None",
     }
 }

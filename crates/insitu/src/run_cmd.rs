@@ -7,6 +7,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use axum::Router;
 use axum::routing::get;
+use std::time::Duration;
+
+use insitu_controller::leader::{LeaderElectionConfig, LeaderElector};
 use insitu_controller::{Config, Metrics, SystemClock};
 
 #[derive(clap::Args, Debug)]
@@ -26,6 +29,77 @@ pub struct RunArgs {
     /// Concurrent CloneSet reconciles.
     #[arg(long, default_value_t = 3)]
     pub workers: u16,
+    /// Elect a leader on a coordination.k8s.io Lease; only the leader runs the controller. A replica that loses
+    /// the lease exits with status 1 (to be restarted as a standby).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "insitu-system")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "insitu-cloneset-controller")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease (default: $POD_NAME, else hostname + random suffix).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_identity: Option<String>,
+    /// Seconds a non-renewed Lease blocks the standbys.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+    /// Seconds a leader keeps trying to renew before it steps down.
+    #[arg(long, default_value_t = 10)]
+    pub renew_deadline_seconds: u64,
+    /// Seconds between acquire/renew attempts.
+    #[arg(long, default_value_t = 2)]
+    pub retry_period_seconds: u64,
+}
+
+/// Why the controller stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Running,
+    Signal,
+    LostLease,
+}
+
+/// SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
+async fn termination_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `$POD_NAME` is taken by clap; otherwise hostname plus a random suffix, as client-go does.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "insitu".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
 pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
@@ -64,10 +138,68 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             workers: args.workers,
             ..Config::default()
         };
-        insitu_controller::run(client, config, Arc::new(SystemClock), metrics, async {
-            let _ = tokio::signal::ctrl_c().await;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
+        let elector = if args.leader_elect {
+            let identity = args.leader_identity.clone().unwrap_or_else(default_identity);
+            let le = LeaderElectionConfig {
+                lease_duration: Duration::from_secs(args.lease_duration_seconds.max(1)),
+                renew_deadline: Duration::from_secs(args.renew_deadline_seconds.max(1)),
+                retry_period: Duration::from_secs(args.retry_period_seconds.max(1)),
+                ..LeaderElectionConfig::new(&args.lease_namespace, &args.lease_name, &identity)
+            };
+            tracing::info!(%identity, lease = %format!("{}/{}", le.namespace, le.name), "waiting for leadership");
+            let elector = LeaderElector::spawn(client.clone(), le);
+            let mut leading = elector.subscribe();
+            tokio::select! {
+                r = leading.wait_for(|l| *l) => {
+                    if r.is_err() {
+                        anyhow::bail!("leader election stopped before acquiring the lease");
+                    }
+                }
+                _ = termination_signal() => {
+                    elector.release().await;
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            let tx = stop_tx.clone();
+            tokio::spawn(async move {
+                // A closed channel (elector gone) counts as lost, too.
+                let _ = leading.wait_for(|l| !*l).await;
+                tx.send_if_modified(|s| {
+                    let first = *s == Stop::Running;
+                    if first {
+                        *s = Stop::LostLease;
+                    }
+                    first
+                });
+            });
+            Some(elector)
+        } else {
+            None
+        };
+        tokio::spawn(async move {
+            termination_signal().await;
+            stop_tx.send_if_modified(|s| {
+                let first = *s == Stop::Running;
+                if first {
+                    *s = Stop::Signal;
+                }
+                first
+            });
+        });
+        let mut rx = stop_rx.clone();
+        insitu_controller::run(client, config, Arc::new(SystemClock), metrics, async move {
+            let _ = rx.wait_for(|s| *s != Stop::Running).await;
         })
         .await;
+        let stop = *stop_rx.borrow();
+        if stop == Stop::LostLease {
+            tracing::error!("leadership lost; exiting so that this replica restarts as a standby");
+            return Ok(ExitCode::from(1));
+        }
+        if let Some(elector) = elector {
+            elector.release().await;
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -427,6 +427,8 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
     let (mut node_relist, mut pending_relist, mut bound_relist) =
         (Relist::default(), Relist::default(), Relist::default());
     let mut retry = false;
+    // Schedule only once nodes and bound pods are known (else counts and fits are wrong).
+    let (mut nodes_synced, mut bound_synced) = (false, false);
     loop {
         let retry_sleep = s.clock.sleep(Duration::from_secs(1));
         let changed = tokio::select! {
@@ -446,6 +448,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
                             if let Some(seen) = node_relist.finish() {
                                 s.nodes.retain(|k, _| seen.contains(k));
                             }
+                            nodes_synced = true;
                         }
                     }
                     true
@@ -498,6 +501,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
                                     s.set_assigned(k, None);
                                 }
                             }
+                            bound_synced = true;
                         }
                     }
                     true
@@ -507,7 +511,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
             },
             () = retry_sleep, if retry => true,
         };
-        if changed && !s.pending.is_empty() {
+        if changed && nodes_synced && bound_synced && !s.pending.is_empty() {
             retry = s.schedule_all().await;
         }
     }

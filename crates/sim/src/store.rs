@@ -91,6 +91,8 @@ pub enum Write {
     Put(Value),
     /// Remove the object.
     Delete,
+    /// Remove the object, recording this value as its last state (e.g. with `deletionTimestamp` set).
+    DeleteAs(Value),
     /// Change nothing.
     Keep,
 }
@@ -278,9 +280,15 @@ impl Store {
             return Ok(Written::Unchanged(None));
         };
         let current = kind.objects.get(ns).and_then(|m| m.get(name)).cloned();
-        let decision = f(current.as_ref(), next_rv)?;
+        let decision = match f(current.as_ref(), next_rv)? {
+            Write::Delete => match &current {
+                Some(c) => Write::DeleteAs(c.value()),
+                None => return Ok(Written::Unchanged(None)),
+            },
+            other => other,
+        };
         let (event_kind, object, prev) = match decision {
-            Write::Keep => return Ok(Written::Unchanged(current)),
+            Write::Keep | Write::Delete => return Ok(Written::Unchanged(current)),
             Write::Put(mut value) => {
                 set_rv(&mut value, next_rv);
                 let object = make_object(&value, ns, name, next_rv, kind.indexer);
@@ -294,10 +302,10 @@ impl Store {
                     }
                 }
             }
-            Write::Delete => {
-                let Some(prev) = current else {
+            Write::DeleteAs(mut value) => {
+                if current.is_none() {
                     return Ok(Written::Unchanged(None));
-                };
+                }
                 if let Some(bucket) = kind.objects.get_mut(ns) {
                     bucket.remove(name);
                     if bucket.is_empty() {
@@ -305,7 +313,6 @@ impl Store {
                     }
                 }
                 kind.count = kind.count.saturating_sub(1);
-                let mut value = prev.value();
                 set_rv(&mut value, next_rv);
                 let object = make_object(&value, ns, name, next_rv, kind.indexer);
                 (EventType::Deleted, object, None)

@@ -221,10 +221,10 @@ impl World {
             }
             self.apply(&plan);
             self.kubelet();
-            if let Some(d) = plan.requeue_after {
-                if plan.actions.is_empty() {
-                    self.advance(i64::try_from(d.as_secs()).unwrap() + 1);
-                }
+            if let Some(d) = plan.requeue_after
+                && plan.actions.is_empty()
+            {
+                self.advance(i64::try_from(d.as_secs()).unwrap() + 1);
             }
         }
         panic!("did not converge in {max} rounds");

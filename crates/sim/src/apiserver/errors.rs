@@ -25,14 +25,29 @@ impl FieldErr {
     }
     /// `value` is rendered as given (quote strings yourself with [`quote`]).
     pub fn invalid(field: &str, value: &str, detail: &str) -> Self {
-        Self::build(field, "FieldValueInvalid", format!("Invalid value: {value}"), detail)
+        Self::build(
+            field,
+            "FieldValueInvalid",
+            format!("Invalid value: {value}"),
+            detail,
+        )
     }
     pub fn duplicate(field: &str, value: &str) -> Self {
-        Self::build(field, "FieldValueDuplicate", format!("Duplicate value: {value}"), "")
+        Self::build(
+            field,
+            "FieldValueDuplicate",
+            format!("Duplicate value: {value}"),
+            "",
+        )
     }
     pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
-        Self::build(field, "FieldValueNotSupported", format!("Unsupported value: {value}"), &format!("supported values: {}", list.join(", ")))
+        Self::build(
+            field,
+            "FieldValueNotSupported",
+            format!("Unsupported value: {value}"),
+            &format!("supported values: {}", list.join(", ")),
+        )
     }
     fn build(field: &str, reason: &'static str, body: String, detail: &str) -> Self {
         let mut message = format!("{field}: {body}");
@@ -40,7 +55,11 @@ impl FieldErr {
             message.push_str(": ");
             message.push_str(detail);
         }
-        Self { field: field.to_string(), reason, message }
+        Self {
+            field: field.to_string(),
+            reason,
+            message,
+        }
     }
 }
 
@@ -53,7 +72,13 @@ pub fn quote(s: &str) -> String {
 pub fn aggregate(errs: &[FieldErr]) -> String {
     match errs {
         [one] => one.message.clone(),
-        many => format!("[{}]", many.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join(", ")),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(|e| e.message.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -78,7 +103,12 @@ fn details(rt: &ResourceType, name: &str, kind: &str) -> Value {
 
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
@@ -132,7 +162,12 @@ impl ApiError {
         Self {
             code: 409,
             reason: "Conflict",
-            message: format!("Operation cannot be fulfilled on {} \"{}\": {}", rt.qualified(), name, why),
+            message: format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                rt.qualified(),
+                name,
+                why
+            ),
             details: Some(details(rt, name, rt.resource)),
         }
     }
@@ -148,7 +183,12 @@ impl ApiError {
         Self {
             code: 422,
             reason: "Invalid",
-            message: format!("{} \"{}\" is invalid: {}", rt.qualified_kind(), name, aggregate(errs)),
+            message: format!(
+                "{} \"{}\" is invalid: {}",
+                rt.qualified_kind(),
+                name,
+                aggregate(errs)
+            ),
             details: Some(d),
         }
     }
@@ -163,6 +203,16 @@ impl ApiError {
         }
     }
 
+    /// 403 `<resource> "<name>" is forbidden: <why>` (admission refusals).
+    pub fn forbidden(rt: &ResourceType, name: &str, why: &str) -> Self {
+        Self {
+            code: 403,
+            reason: "Forbidden",
+            message: format!("{} \"{}\" is forbidden: {}", rt.qualified(), name, why),
+            details: Some(details(rt, name, rt.resource)),
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -171,12 +221,19 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: {}", accepted.join(", ")),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
         )
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -185,7 +242,11 @@ impl ApiError {
 
     /// The `410 Expired` Status (as a body or a watch `ERROR` event).
     pub fn expired(requested: u64, oldest: u64) -> Self {
-        Self::new(410, "Expired", format!("too old resource version: {requested} ({oldest})"))
+        Self::new(
+            410,
+            "Expired",
+            format!("too old resource version: {requested} ({oldest})"),
+        )
     }
 
     /// The metav1 Status JSON.
@@ -210,6 +271,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
-        (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        (
+            code,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
     }
 }

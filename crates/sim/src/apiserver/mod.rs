@@ -1,51 +1,163 @@
-//! The in-memory apiserver: an axum Router speaking the Kubernetes REST API.
-//! (temporary stub: the full implementation is in progress)
+//! The in-memory apiserver: an axum Router speaking the Kubernetes REST API over the versioned [`Store`].
+//!
+//! Served in-process (`kube::Client::new(router)`, no sockets, works on paused tokio time) or on
+//! 127.0.0.1 for kubectl. Semantics follow kube-apiserver: resourceVersions, 409/410/422 Status errors,
+//! pod update rules, status/scale/binding/resize subresources, graceful deletion and finalizers.
 
-use std::collections::BTreeMap;
+mod discovery;
+mod errors;
+mod handlers;
+mod patch;
+mod pods;
+mod resources;
+mod selectors;
+mod table;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use k8s_openapi::jiff::Timestamp;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
 
 use crate::Clock;
+use crate::store::{Store, StoreConfig};
+pub use errors::ApiError;
+use resources::{RESOURCES, ResourceType};
 
-/// Request and object counters.
+/// Request and object counters, for benchmarks and tests.
 #[derive(Clone, Debug, Default)]
 pub struct ApiStats {
-    /// Writes by (verb, resource[/subresource]).
+    /// Writes by (verb, resource[/subresource]); verbs are `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`; resources are plural names, group-qualified outside the core group
+    /// (`pods`, `pods/status`, `clonesets.apps.kruise.io/scale`). Failed writes count too.
     pub writes: BTreeMap<(String, String), u64>,
-    /// Read requests (get/list).
+    /// Get requests (including subresource gets).
     pub reads: u64,
+    /// List requests.
+    pub lists: u64,
     /// Watch requests started.
     pub watches: u64,
-    /// Objects stored, by resource.
+    /// Watches currently open.
+    pub active_watches: u64,
+    /// Requests answered with an error status (>= 400).
+    pub errors: u64,
+    /// Stored objects by resource (same naming as `writes`).
     pub objects: BTreeMap<String, usize>,
+    /// The current global resourceVersion.
+    pub resource_version: u64,
 }
 
-/// The simulated apiserver.
+impl ApiStats {
+    /// Writes of one verb on one resource (e.g. `("update", "pods")`).
+    pub fn writes_for(&self, verb: &str, resource: &str) -> u64 {
+        self.writes
+            .get(&(verb.to_string(), resource.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// All writes.
+    pub fn total_writes(&self) -> u64 {
+        self.writes.values().sum()
+    }
+}
+
+/// Tuning for [`ApiServer::with_config`].
+#[derive(Clone, Copy, Debug)]
+pub struct ApiServerConfig {
+    /// Seed for uids and generated names (same seed, same names).
+    pub seed: u64,
+    pub store: StoreConfig,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0x5eed,
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    writes: BTreeMap<(String, String), u64>,
+    reads: u64,
+    lists: u64,
+    watches: u64,
+    active_watches: u64,
+    errors: u64,
+}
+
+struct Inner {
+    clock: Arc<dyn Clock>,
+    store: Store,
+    rng: Mutex<ChaCha8Rng>,
+    counters: Mutex<Counters>,
+}
+
+/// The simulated apiserver. Cheap to clone (shared state).
 #[derive(Clone)]
 pub struct ApiServer {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    _clock: Arc<dyn Clock>,
-}
+const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 impl ApiServer {
-    /// A new apiserver with the default namespaces.
+    /// A new apiserver with namespaces `default`, `kube-system`, `kube-node-lease` and the CloneSet CRD.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self {
-            inner: Arc::new(Inner { _clock: clock }),
+        Self::with_config(clock, ApiServerConfig::default())
+    }
+
+    /// As [`ApiServer::new`], with explicit seed and store tuning.
+    pub fn with_config(clock: Arc<dyn Clock>, config: ApiServerConfig) -> Self {
+        let store = Store::new(config.store);
+        for rt in RESOURCES {
+            store.register(&rt.key(), resources::indexer_for(rt));
+        }
+        let server = Self {
+            inner: Arc::new(Inner {
+                clock,
+                store,
+                rng: Mutex::new(ChaCha8Rng::seed_from_u64(config.seed)),
+                counters: Mutex::new(Counters::default()),
+            }),
+        };
+        server.bootstrap();
+        server
+    }
+
+    fn bootstrap(&self) {
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let _ = self.create_value(handlers::rt_namespaces(), "", body);
+        }
+        if let Ok(crd) = serde_json::to_value(insitu_api::crd::crd()) {
+            let _ = self.create_value(handlers::rt_crds(), "", crd);
         }
     }
-    /// The full REST API as a Router.
+
+    /// The full REST API.
     pub fn router(&self) -> axum::Router {
-        axum::Router::new()
+        axum::Router::new().fallback(dispatch).with_state(self.clone())
     }
-    /// An in-process client; must be called in a tokio runtime.
+
+    /// An in-process client over [`ApiServer::router`]; must be called inside a tokio runtime.
     pub fn client(&self) -> kube::Client {
         kube::Client::new(self.router(), "default")
     }
-    /// Serve plain HTTP on `addr`.
+
+    /// Serves plain HTTP on `addr` (use port 0 for a free port); returns the bound address.
     pub async fn serve(
         &self,
         addr: SocketAddr,
@@ -53,13 +165,310 @@ impl ApiServer {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
         let router = self.router();
-        let h = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+        let handle = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(error = %e, "sim apiserver stopped");
+            }
         });
-        Ok((local, h))
+        Ok((local, handle))
     }
-    /// Request counters.
+
+    /// Request counters and object counts.
     pub fn stats(&self) -> ApiStats {
-        ApiStats::default()
+        let c = self.counters();
+        let counts = self.inner.store.counts();
+        let objects = RESOURCES
+            .iter()
+            .map(|rt| (rt.qualified(), counts.get(&rt.key()).copied().unwrap_or(0)))
+            .collect();
+        ApiStats {
+            writes: c.writes.clone(),
+            reads: c.reads,
+            lists: c.lists,
+            watches: c.watches,
+            active_watches: c.active_watches,
+            errors: c.errors,
+            objects,
+            resource_version: self.inner.store.current_rv(),
+        }
+    }
+
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.inner.counters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.inner.clock.now()
+    }
+
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// An RFC 3339 timestamp with second precision, as metav1.Time serializes.
+    pub(crate) fn now_string(&self) -> String {
+        format_time(self.now())
+    }
+
+    pub(crate) fn new_uid(&self) -> String {
+        let mut b = [0u8; 16];
+        self.inner
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .fill_bytes(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        )
+    }
+
+    pub(crate) fn random_suffix(&self) -> String {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        (0..5)
+            .map(|_| GENERATE_ALPHABET[(rng.next_u32() as usize) % GENERATE_ALPHABET.len()] as char)
+            .collect()
+    }
+
+    fn count_write(&self, verb: &str, resource: String) {
+        *self
+            .counters()
+            .writes
+            .entry((verb.to_string(), resource))
+            .or_insert(0) += 1;
+    }
+
+    pub(crate) fn watch_started(&self) {
+        let mut c = self.counters();
+        c.watches += 1;
+        c.active_watches += 1;
+    }
+
+    pub(crate) fn watch_ended(&self) {
+        let mut c = self.counters();
+        c.active_watches = c.active_watches.saturating_sub(1);
+    }
+}
+
+/// RFC 3339, seconds, `Z`.
+pub(crate) fn format_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A parsed API request.
+pub(crate) struct ApiRequest {
+    pub method: Method,
+    pub rt: &'static ResourceType,
+    /// Namespace from the URL (None: cluster-scoped resource, or a cluster-wide list).
+    pub ns: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+    pub query: HashMap<String, String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Legacy `/watch/` path prefix.
+    pub watch_path: bool,
+}
+
+impl ApiRequest {
+    pub fn q(&self, key: &str) -> Option<&str> {
+        self.query.get(key).map(String::as_str)
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.q(key), Some("true" | "1" | "True"))
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    pub fn wants_table(&self) -> bool {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| {
+                a.split(',')
+                    .next()
+                    .is_some_and(|first| first.contains("as=Table"))
+            })
+    }
+}
+
+fn parse_query(uri: &axum::http::Uri) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let Some(q) = uri.query() else { return out };
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.insert(percent_decode(k), percent_decode(v));
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body.into()).into_response()
+}
+
+pub(crate) fn value_response(code: StatusCode, v: &Value) -> Response {
+    json_response(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+const BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = parse_query(&parts.uri);
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let seg: Vec<&str> = segs.iter().map(String::as_str).collect();
+    if let Some(resp) = discovery::serve(&server, &parts.method, &seg, &parts.headers, &query) {
+        return resp;
+    }
+    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(format!("reading request body: {e}")).into_response(),
+    };
+    let api = match route(&seg) {
+        Some(r) => r,
+        None => return ApiError::no_route().into_response(),
+    };
+    let (group, version, rest, watch_path) = api;
+    let Some((rt, ns, name, sub)) = resolve(group, version, &rest) else {
+        return ApiError::no_route().into_response();
+    };
+    let request = ApiRequest {
+        method: parts.method.clone(),
+        rt,
+        ns,
+        name,
+        sub,
+        query,
+        headers: parts.headers,
+        body,
+        watch_path,
+    };
+    let verb = write_verb(&request);
+    let resp = server.handle(request);
+    if resp.status().as_u16() >= 400 {
+        server.counters().errors += 1;
+    }
+    if let Some((verb, res)) = verb {
+        server.count_write(verb, res);
+    }
+    resp
+}
+
+fn write_verb(r: &ApiRequest) -> Option<(&'static str, String)> {
+    let res = match &r.sub {
+        Some(s) => format!("{}/{}", r.rt.qualified(), s),
+        None => r.rt.qualified(),
+    };
+    let verb = match (&r.method, r.name.is_some(), r.sub.as_deref()) {
+        (&Method::POST, false, _) => "create",
+        (&Method::POST, true, Some(_)) => "create",
+        (&Method::PUT, true, _) => "update",
+        (&Method::PATCH, true, _) => "patch",
+        (&Method::DELETE, true, None) => "delete",
+        (&Method::DELETE, false, None) => "deletecollection",
+        _ => return None,
+    };
+    Some((verb, res))
+}
+
+type Route<'a> = (&'a str, &'a str, Vec<&'a str>, bool);
+
+/// `/api/v1/...` or `/apis/<g>/<v>/...` → (group, version, rest, legacy-watch-prefix).
+fn route<'a>(seg: &[&'a str]) -> Option<Route<'a>> {
+    let (group, version, rest) = match seg {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let (rest, watch) = match rest {
+        ["watch", r @ ..] => (r, true),
+        r => (r, false),
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    Some((group, version, rest.to_vec(), watch))
+}
+
+type Resolved = (
+    &'static ResourceType,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+fn resolve(group: &str, version: &str, rest: &[&str]) -> Option<Resolved> {
+    let owned = |s: &&str| s.to_string();
+    match rest {
+        ["namespaces", ns, resource, tail @ ..]
+            if !(group.is_empty() && tail.is_empty() && matches!(*resource, "status" | "finalize")) =>
+        {
+            let rt = resources::find(group, version, resource)?;
+            if !rt.namespaced || tail.len() > 2 {
+                return None;
+            }
+            Some((
+                rt,
+                Some(ns.to_string()),
+                tail.first().map(owned),
+                tail.get(1).map(owned),
+            ))
+        }
+        [resource, tail @ ..] => {
+            let rt = resources::find(group, version, resource)?;
+            if tail.len() > 2 || (rt.namespaced && !tail.is_empty()) {
+                return None;
+            }
+            Some((rt, None, tail.first().map(owned), tail.get(1).map(owned)))
+        }
+        [] => None,
     }
 }

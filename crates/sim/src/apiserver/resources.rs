@@ -36,17 +36,29 @@ impl ResourceType {
 
     /// `v1` or `<group>/<version>`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `pods` or `clonesets.apps.kruise.io`: how error messages name the resource.
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.resource.to_string() } else { format!("{}.{}", self.resource, self.group) }
+        if self.group.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
     }
 
     /// `Pod` or `CloneSet.apps.kruise.io`: how validation errors name the kind.
     pub fn qualified_kind(&self) -> String {
-        if self.group.is_empty() { self.kind.to_string() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
 
     pub fn has_sub(&self, sub: &str) -> bool {
@@ -104,7 +116,16 @@ const NEW_EVENT_FIELDS: &[&str] = &[
     "type",
 ];
 
-const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// Verbs served on every resource.
 pub fn verbs() -> &'static [&'static str] {
@@ -277,7 +298,9 @@ pub static RESOURCES: &[ResourceType] = &[
 
 /// Looks a resource up by group, version and plural name.
 pub fn find(group: &str, version: &str, resource: &str) -> Option<&'static ResourceType> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.resource == resource)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.resource == resource)
 }
 
 /// The field-index function for a resource key.
@@ -306,7 +329,10 @@ fn index_none(_: &Value) -> Vec<(&'static str, String)> {
 }
 
 fn index_pod(v: &Value) -> Vec<(&'static str, String)> {
-    let host_network = v.pointer("/spec/hostNetwork").and_then(Value::as_bool).unwrap_or(false);
+    let host_network = v
+        .pointer("/spec/hostNetwork")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     vec![
         ("spec.nodeName", text(v, "/spec/nodeName")),
         ("spec.restartPolicy", text(v, "/spec/restartPolicy")),
@@ -326,7 +352,10 @@ fn index_event(v: &Value) -> Vec<(&'static str, String)> {
         ("involvedObject.name", text(v, "/involvedObject/name")),
         ("involvedObject.uid", text(v, "/involvedObject/uid")),
         ("involvedObject.apiVersion", text(v, "/involvedObject/apiVersion")),
-        ("involvedObject.resourceVersion", text(v, "/involvedObject/resourceVersion")),
+        (
+            "involvedObject.resourceVersion",
+            text(v, "/involvedObject/resourceVersion"),
+        ),
         ("involvedObject.fieldPath", text(v, "/involvedObject/fieldPath")),
         ("reason", text(v, "/reason")),
         ("reportingComponent", text(v, "/reportingComponent")),
@@ -351,7 +380,10 @@ fn index_new_event(v: &Value) -> Vec<(&'static str, String)> {
 }
 
 fn index_node(v: &Value) -> Vec<(&'static str, String)> {
-    let unsched = v.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+    let unsched = v
+        .pointer("/spec/unschedulable")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     vec![("spec.unschedulable", unsched.to_string())]
 }
 

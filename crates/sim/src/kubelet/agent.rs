@@ -41,6 +41,8 @@ struct Entry {
     pod: Pod,
     rt: PodRt,
     ip: Option<Ipv4Addr>,
+    /// `hostNetwork`: the pod IP is the node IP.
+    host_network: bool,
     start_time: Timestamp,
     timer: Option<(Timestamp, u64)>,
     writing: bool,
@@ -249,13 +251,14 @@ impl Agent {
         }
         let now = self.clock.now();
         let mut events = Vec::new();
-        let images = self.config.images.clone();
+        let config = self.config.clone();
+        let images = &config.images;
         if !self.pods.contains_key(&key) {
-            let entry = self.accept(pod, node, now, &mut events, &images);
+            let entry = self.accept(pod, node, now, &mut events, images);
             self.pods.insert(key.clone(), entry);
         } else {
             let mut env = Env {
-                images: &images,
+                images,
                 node: &mut self.nodes[node].rt,
                 rng: &mut self.rng,
                 events: &mut events,
@@ -290,13 +293,14 @@ impl Agent {
     ) -> Entry {
         let status = pod.status.clone().unwrap_or_default();
         let frozen = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        let host_network = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
         let ns = &mut self.nodes[node];
         let mut ip = status
             .pod_ip
             .as_deref()
             .and_then(|s| s.parse::<Ipv4Addr>().ok())
             .filter(|ip| ns.pool.reserve(*ip));
-        if ip.is_none() && !frozen {
+        if ip.is_none() && !frozen && !host_network {
             ip = ns.pool.allocate();
             if ip.is_none() {
                 tracing::warn!(node = %ns.name, "pod IP range exhausted");
@@ -322,6 +326,7 @@ impl Agent {
             pod,
             rt,
             ip,
+            host_network,
             start_time,
             timer: None,
             writing: false,
@@ -382,7 +387,8 @@ impl Agent {
     }
 
     fn on_timers(&mut self, now: Timestamp) {
-        let images = self.config.images.clone();
+        let config = self.config.clone();
+        let images = &config.images;
         while let Some(entry) = self.timers.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -393,7 +399,7 @@ impl Agent {
                 continue;
             };
             let mut env = Env {
-                images: &images,
+                images,
                 node: &mut self.nodes[node].rt,
                 rng: &mut self.rng,
                 events: &mut events,
@@ -412,11 +418,17 @@ impl Agent {
 
     fn view(&self, e: &Entry) -> PodView {
         let (init_statuses, statuses) = e.rt.statuses(&e.pod);
+        let host_ip = self.nodes[e.node].host_ip.clone();
+        let pod_ip = if e.host_network {
+            host_ip.clone()
+        } else {
+            e.ip.map(|ip| ip.to_string()).unwrap_or_default()
+        };
         PodView {
-            host_ip: self.nodes[e.node].host_ip.clone(),
-            pod_ip: e.ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            sandbox_ready: !pod_ip.is_empty(),
+            host_ip,
+            pod_ip,
             start_time: e.start_time,
-            sandbox_ready: e.ip.is_some(),
             init_statuses,
             statuses,
             terminal: e.rt.terminal(),

@@ -40,11 +40,23 @@ impl EventSink {
     pub fn spawn(client: Client, component: &str, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Event>(capacity.max(1));
         let task = tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
+            while let Some(mut ev) = rx.recv().await {
                 let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
                 let api: Api<Event> = Api::namespaced(client.clone(), &ns);
-                if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                    tracing::debug!(error = %e, reason = ?ev.reason, "event not recorded");
+                for attempt in 0..3 {
+                    match api.create(&PostParams::default(), &ev).await {
+                        // Same object and nanosecond from two components: bump the name.
+                        Err(kube::Error::Api(s)) if s.code == 409 && attempt < 2 => {
+                            if let Some(n) = &mut ev.metadata.name {
+                                n.push('0');
+                            }
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, reason = ?ev.reason, "event not recorded");
+                            break;
+                        }
+                        Ok(_) => break,
+                    }
                 }
             }
         });
@@ -70,8 +82,13 @@ impl EventSink {
         message: String,
         host: Option<&str>,
     ) {
+        // Like client-go (`name.<hex nanos>`); a per-sink counter and salt keep names unique on virtual time.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(at.as_nanosecond()).unwrap_or(0).wrapping_add(seq);
+        let salt = super::image::fnv1a(self.component.as_bytes()) % 1_000_000;
+        let nanos = u64::try_from(at.as_nanosecond())
+            .unwrap_or(0)
+            .wrapping_add(salt)
+            .wrapping_add(seq * 1_000_000);
         let namespace = if regarding.namespace.is_empty() {
             "default".to_string()
         } else {

@@ -332,10 +332,12 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
     status.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP {
         ip: view.host_ip.clone(),
     }]);
-    status.pod_ip = Some(view.pod_ip.clone());
-    status.pod_ips = Some(vec![PodIP {
-        ip: view.pod_ip.clone(),
-    }]);
+    if !view.pod_ip.is_empty() {
+        status.pod_ip = Some(view.pod_ip.clone());
+        status.pod_ips = Some(vec![PodIP {
+            ip: view.pod_ip.clone(),
+        }]);
+    }
     status.start_time = Some(to_time(view.start_time));
     status.container_statuses = Some(view.statuses.clone());
     status.init_container_statuses = if spec.init_containers.as_ref().is_some_and(|v| !v.is_empty()) {

@@ -1,0 +1,167 @@
+//! `insitu nodes`: simulated nodes (kubelet, plus scheduler and optionally GC) against any apiserver, like kwok.
+//!
+//! Registers `--count` Node objects with Lease heartbeats, binds pending pods through `pods/binding`, runs their
+//! containers on a real-time clock and writes pod status as a kubelet does, and finalises graceful deletes.
+//! Image behaviour is configurable by glob (`--crash-image`, `--pull-fail-image`) so e2e suites can roll out a
+//! broken version.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use insitu_sim::Clock;
+use insitu_sim::cluster::{NodesConfig, run_nodes};
+use insitu_sim::gc::{self, GcConfig};
+use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
+use insitu_sim::scheduler::{self, SchedulerConfig};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::run_cmd::client_from;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodesArgs {
+    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Number of simulated nodes.
+    #[arg(long, default_value_t = 3)]
+    pub count: usize,
+    /// Node name prefix (`<prefix>0`, `<prefix>1`, ...).
+    #[arg(long, default_value = "sim-node-")]
+    pub node_prefix: String,
+    /// Seed for container IDs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Seconds to pull an image onto a node (once per node and image).
+    #[arg(long, default_value_t = 2.0)]
+    pub pull_seconds: f64,
+    /// Seconds from "image present" to "container running".
+    #[arg(long, default_value_t = 1.0)]
+    pub start_seconds: f64,
+    /// Images matching this glob (`*` wildcards; raw or normalized reference) exit with code 1 shortly after
+    /// every start → CrashLoopBackOff. Repeatable, or comma-separated in $INSITU_NODES_CRASH_IMAGES.
+    #[arg(
+        long = "crash-image",
+        value_name = "GLOB",
+        env = "INSITU_NODES_CRASH_IMAGES",
+        value_delimiter = ','
+    )]
+    pub crash_images: Vec<String>,
+    /// Seconds a crashing image runs before it exits.
+    #[arg(long, default_value_t = 2.0)]
+    pub crash_after_seconds: f64,
+    /// Images matching this glob never pull → ErrImagePull / ImagePullBackOff. Repeatable, or comma-separated in
+    /// $INSITU_NODES_PULL_FAIL_IMAGES.
+    #[arg(
+        long = "pull-fail-image",
+        value_name = "GLOB",
+        env = "INSITU_NODES_PULL_FAIL_IMAGES",
+        value_delimiter = ','
+    )]
+    pub pull_fail_images: Vec<String>,
+    /// Node lease renewal interval in seconds (0 disables heartbeats).
+    #[arg(long, default_value_t = 10)]
+    pub heartbeat_seconds: u64,
+    /// Also run the simulated scheduler (binds pods via `pods/binding`); disable when a kube-scheduler runs.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub scheduler: bool,
+    /// Also run the simulated garbage collector (CloneSet → Pods/ControllerRevisions cascade), for clusters
+    /// without kube-controller-manager.
+    #[arg(long)]
+    pub gc: bool,
+    /// Do not record kubelet/scheduler Events.
+    #[arg(long)]
+    pub no_events: bool,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+impl NodesArgs {
+    /// The image behaviour these flags describe.
+    pub fn images(&self) -> ImageProfiles {
+        let default = ImageProfile {
+            pull: secs(self.pull_seconds),
+            start: secs(self.start_seconds),
+            ..ImageProfile::default()
+        };
+        let mut profiles = ImageProfiles {
+            default,
+            rules: Vec::new(),
+        };
+        for glob in self.crash_images.iter().filter(|g| !g.is_empty()) {
+            let fail = ImageFailure::CrashAfter(secs(self.crash_after_seconds));
+            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
+        }
+        for glob in self.pull_fail_images.iter().filter(|g| !g.is_empty()) {
+            let fail = ImageFailure::NeverPulls;
+            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
+        }
+        profiles
+    }
+
+    /// The kubelet configuration these flags describe.
+    pub fn config(&self) -> NodesConfig {
+        NodesConfig {
+            nodes: self.count,
+            node_prefix: self.node_prefix.clone(),
+            seed: self.seed,
+            images: self.images(),
+            heartbeat: (self.heartbeat_seconds > 0).then(|| Duration::from_secs(self.heartbeat_seconds)),
+            events: !self.no_events,
+            ..NodesConfig::default()
+        }
+    }
+}
+
+pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let client = client_from(args.kubeconfig.as_deref()).await?;
+        // Real time: a SimClock at speed 1 on an unpaused runtime.
+        let clock: Arc<dyn Clock> = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
+        let config = args.config();
+        tracing::info!(
+            nodes = config.nodes,
+            prefix = %config.node_prefix,
+            scheduler = args.scheduler,
+            gc = args.gc,
+            crash_images = ?args.crash_images,
+            pull_fail_images = ?args.pull_fail_images,
+            "starting simulated nodes"
+        );
+        let mut tasks = tokio::task::JoinSet::new();
+        if args.scheduler {
+            let cfg = SchedulerConfig {
+                events: !args.no_events,
+                ..SchedulerConfig::default()
+            };
+            tasks.spawn(scheduler::run(client.clone(), clock.clone(), cfg));
+        }
+        if args.gc {
+            tasks.spawn(gc::run(client.clone(), GcConfig::default()));
+        }
+        tokio::select! {
+            r = run_nodes(client, clock, config) => {
+                r?;
+                anyhow::bail!("simulated nodes stopped");
+            }
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm() => {}
+        }
+        tracing::info!("stopping simulated nodes");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn sigterm() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
+}

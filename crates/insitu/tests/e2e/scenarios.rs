@@ -1,0 +1,741 @@
+//! The e2e scenarios. Each runs in its own namespace and asserts on real API state (and on what a pod watch
+//! observed in between). Real-time budgets: pulls 2 s, start 1 s, readiness per the CloneSet's probes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use insitu_api::CloneSet;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::Env;
+use crate::util::*;
+
+const SETTLE: Duration = Duration::from_secs(8);
+
+/// The seed tutorial: examples/cloneset-demo.yaml unchanged, image-only change by JSON patch → every pod keeps
+/// name/UID/IP, restarts once, goes through grace → InPlaceUpdateReady=False → Ready, one pod at a time.
+pub async fn seed(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let cs: CloneSet = serde_saphyr::from_str(insitu::demo::SEED_YAML).context("parsing the seed YAML")?;
+    let name = cs.name_any();
+    create_cloneset(env, ns, serde_json::to_value(&cs)?).await?;
+    let (_, before) = wait_rolled_out(env, ns, &name, 3, IMAGE_V1, Duration::from_secs(90)).await?;
+    ensure(before.iter().all(|p| restarts(p) == 0), || {
+        "fresh pods restarted".into()
+    })?;
+    // Pods carry the readiness gate from creation (readiness gates are immutable afterwards).
+    ensure(
+        before.iter().all(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.readiness_gates.as_ref())
+                .is_some_and(|g| {
+                    g.iter()
+                        .any(|g| g.condition_type == insitu_api::keys::INPLACE_UPDATE_READY)
+                })
+        }),
+        || "pods lack the InPlaceUpdateReady readiness gate".into(),
+    )?;
+    let observer = Observer::start(env, ns, &name);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    set_image(env, ns, &name, IMAGE_V2).await?;
+    // Per pod: grace 10 s + preStop 5 s + pull 2 s + start 1 s + readiness ≥ 5 s, one at a time.
+    let (cs, after) = wait_rolled_out(env, ns, &name, 3, IMAGE_V2, Duration::from_secs(240)).await?;
+    ensure(identities(&before) == identities(&after), || {
+        format!(
+            "pod identity changed: {:?} -> {:?}",
+            identities(&before),
+            identities(&after)
+        )
+    })?;
+    for p in &after {
+        ensure(restarts(p) == 1, || {
+            format!("{} restarted {} times, expected 1", p.name_any(), restarts(p))
+        })?;
+    }
+    let seen = observer.snapshot();
+    for p in &after {
+        let h = seen.pods.get(&uid(p)).cloned().unwrap_or_default();
+        ensure(h.grace_annotation, || {
+            format!("{}: grace annotation never seen", p.name_any())
+        })?;
+        ensure(h.inplace_ready_false, || {
+            format!("{}: InPlaceUpdateReady=False never seen", p.name_any())
+        })?;
+        let state = p
+            .annotations()
+            .get(insitu_api::keys::INPLACE_UPDATE_STATE_ANNOTATION)
+            .cloned();
+        let state: serde_json::Value = serde_json::from_str(state.as_deref().unwrap_or("null"))?;
+        let update_revision = cs
+            .status
+            .as_ref()
+            .map(|s| s.update_revision.clone())
+            .unwrap_or_default();
+        ensure(state["revision"] == json!(update_revision), || {
+            format!(
+                "{}: state annotation {state} does not name revision {update_revision}",
+                p.name_any()
+            )
+        })?;
+        ensure(
+            condition(p, insitu_api::keys::INPLACE_UPDATE_READY).as_deref() == Some("True"),
+            || format!("{}: InPlaceUpdateReady not True at the end", p.name_any()),
+        )?;
+    }
+    ensure(seen.max_out_of_service == 1, || {
+        format!(
+            "expected exactly 1 pod out of service at a time (maxUnavailable 1), saw {}",
+            seen.max_out_of_service
+        )
+    })?;
+    ensure(seen.pods.values().all(|h| !h.deleted), || {
+        "a pod was deleted during an in-place update".into()
+    })?;
+    cleanup(env, ns, &name).await;
+    Ok(())
+}
+
+/// An env change cannot be applied in place: pods are recreated (new UIDs), none restarted.
+pub async fn recreate(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "recreate";
+    create_cloneset(env, ns, fast_cloneset(name, 2, 1)).await?;
+    let (_, before) = wait_rolled_out(env, ns, name, 2, IMAGE_V1, Duration::from_secs(60)).await?;
+    let old: BTreeSet<String> = before.iter().map(uid).collect();
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/template/spec/containers/0/env/0/value", "value": "v2"}]),
+    )
+    .await?;
+    let (_, after) = wait_rolled_out(env, ns, name, 2, IMAGE_V1, Duration::from_secs(120)).await?;
+    for p in &after {
+        ensure(!old.contains(&uid(p)), || {
+            format!("{} kept its UID: not recreated", p.name_any())
+        })?;
+        ensure(env_value(p, "VERSION").as_deref() == Some("v2"), || {
+            format!("{} env not updated", p.name_any())
+        })?;
+        ensure(restarts(p) == 0, || format!("{} restarted", p.name_any()))?;
+    }
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// Canary: 10 replicas, partition 8 → exactly 2 updated (and it stays 2); partition 0 → all 10, in place.
+pub async fn partition(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "canary";
+    create_cloneset(env, ns, fast_cloneset(name, 10, 2)).await?;
+    let (_, before) = wait_rolled_out(env, ns, name, 10, IMAGE_V1, Duration::from_secs(90)).await?;
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([
+            {"op": "add", "path": "/spec/updateStrategy/partition", "value": 8},
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": IMAGE_V2}
+        ]),
+    )
+    .await?;
+    let counts = |pods: &[Pod], cs: &CloneSet| {
+        let rev = cs
+            .status
+            .as_ref()
+            .map(|s| s.update_revision.clone())
+            .unwrap_or_default();
+        let updated = pods
+            .iter()
+            .filter(|p| revision(p) == rev && spec_image(p) == IMAGE_V2)
+            .count();
+        let ready = pods
+            .iter()
+            .filter(|p| revision(p) == rev && is_ready(p) && runs_image(p, IMAGE_V2))
+            .count();
+        (updated, ready)
+    };
+    wait_until(
+        "2 canary pods updated and Ready",
+        Duration::from_secs(60),
+        || async move {
+            let cs = clonesets(env, ns).get(name).await?;
+            let pods = live_pods(env, ns, name).await?;
+            let (updated, ready) = counts(&pods, &cs);
+            let st = cs.status.clone().unwrap_or_default();
+            if updated == 2 && ready == 2 && st.updated_ready_replicas == 2 {
+                Ok(Ok(()))
+            } else {
+                Ok(Err(format!("updated {updated}, ready {ready}, status {st:?}")))
+            }
+        },
+    )
+    .await?;
+    let hold = Instant::now();
+    while hold.elapsed() < SETTLE {
+        let cs = clonesets(env, ns).get(name).await?;
+        let pods = live_pods(env, ns, name).await?;
+        let (updated, _) = counts(&pods, &cs);
+        let st = cs.status.clone().unwrap_or_default();
+        ensure(updated == 2 && pods.len() == 10, || {
+            format!(
+                "partition 8 of 10 must update exactly 2 pods, now {updated} of {}",
+                pods.len()
+            )
+        })?;
+        ensure(st.updated_replicas == 2, || {
+            format!("status.updatedReplicas {} != 2", st.updated_replicas)
+        })?;
+        ensure(st.expected_updated_replicas == 2, || {
+            format!(
+                "status.expectedUpdatedReplicas {} != 2",
+                st.expected_updated_replicas
+            )
+        })?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/updateStrategy/partition", "value": 0}]),
+    )
+    .await?;
+    let (_, after) = wait_rolled_out(env, ns, name, 10, IMAGE_V2, Duration::from_secs(120)).await?;
+    ensure(identities(&before) == identities(&after), || {
+        "pods were recreated, not updated in place".into()
+    })?;
+    ensure(after.iter().all(|p| restarts(p) == 1), || {
+        "every pod should have restarted exactly once".into()
+    })?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// `paused: true` holds the rollout (no pod touched while the new revision is known); resuming completes it.
+pub async fn pause_resume(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "paused";
+    create_cloneset(env, ns, fast_cloneset(name, 4, 1)).await?;
+    let (cs0, before) = wait_rolled_out(env, ns, name, 4, IMAGE_V1, Duration::from_secs(60)).await?;
+    let rev1 = cs0.status.clone().unwrap_or_default().update_revision;
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([
+            {"op": "add", "path": "/spec/updateStrategy/paused", "value": true},
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": IMAGE_V2}
+        ]),
+    )
+    .await?;
+    wait_until(
+        "the controller to observe the paused update",
+        Duration::from_secs(30),
+        || async move {
+            let cs = clonesets(env, ns).get(name).await?;
+            let st = cs.status.clone().unwrap_or_default();
+            if Some(st.observed_generation) == cs.metadata.generation && st.update_revision != rev1 {
+                Ok(Ok(()))
+            } else {
+                Ok(Err(format!("status {st:?}")))
+            }
+        },
+    )
+    .await?;
+    let hold = Instant::now();
+    while hold.elapsed() < SETTLE {
+        let pods = live_pods(env, ns, name).await?;
+        let cs = clonesets(env, ns).get(name).await?;
+        let st = cs.status.clone().unwrap_or_default();
+        ensure(identities(&pods) == identities(&before), || {
+            "pods changed while paused".into()
+        })?;
+        ensure(
+            pods.iter()
+                .all(|p| spec_image(p) == IMAGE_V1 && restarts(p) == 0 && revision(p) == rev1),
+            || {
+                format!(
+                    "a pod was updated while paused: {}",
+                    describe(&pods, &st.update_revision)
+                )
+            },
+        )?;
+        ensure(st.updated_replicas == 0, || {
+            format!("status.updatedReplicas {} while paused", st.updated_replicas)
+        })?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/updateStrategy/paused", "value": false}]),
+    )
+    .await?;
+    let (_, after) = wait_rolled_out(env, ns, name, 4, IMAGE_V2, Duration::from_secs(90)).await?;
+    ensure(identities(&before) == identities(&after), || {
+        "resume recreated pods".into()
+    })?;
+    ensure(after.iter().all(|p| restarts(p) == 1), || {
+        "every pod should have restarted exactly once".into()
+    })?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// v1 → v2 → v1: the rollback reuses the first ControllerRevision and goes in place (same UIDs, 2 restarts).
+pub async fn rollback(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "rollback";
+    create_cloneset(env, ns, fast_cloneset(name, 3, 1)).await?;
+    let (cs1, before) = wait_rolled_out(env, ns, name, 3, IMAGE_V1, Duration::from_secs(60)).await?;
+    let rev1 = cs1.status.clone().unwrap_or_default().update_revision;
+    set_image(env, ns, name, IMAGE_V2).await?;
+    let (cs2, mid) = wait_rolled_out(env, ns, name, 3, IMAGE_V2, Duration::from_secs(90)).await?;
+    let rev2 = cs2.status.clone().unwrap_or_default().update_revision;
+    ensure(rev1 != rev2, || {
+        "image change did not create a new revision".into()
+    })?;
+    ensure(identities(&before) == identities(&mid), || {
+        "v2 rollout recreated pods".into()
+    })?;
+    set_image(env, ns, name, IMAGE_V1).await?;
+    let (cs3, after) = wait_rolled_out(env, ns, name, 3, IMAGE_V1, Duration::from_secs(90)).await?;
+    let st = cs3.status.clone().unwrap_or_default();
+    ensure(st.update_revision == rev1, || {
+        format!(
+            "rollback revision {} is not the original {rev1}",
+            st.update_revision
+        )
+    })?;
+    ensure(identities(&before) == identities(&after), || {
+        "rollback recreated pods".into()
+    })?;
+    ensure(after.iter().all(|p| restarts(p) == 2), || {
+        format!(
+            "every pod should have restarted twice: {}",
+            describe(&after, &st.update_revision)
+        )
+    })?;
+    let revs: Api<ControllerRevision> = Api::namespaced(env.client.clone(), ns);
+    let owned: Vec<String> = revs
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|r| {
+            r.owner_references()
+                .iter()
+                .any(|o| o.kind == "CloneSet" && o.name == name)
+        })
+        .map(|r| r.name_any())
+        .collect();
+    ensure(owned.len() == 2, || {
+        format!("expected 2 ControllerRevisions (v1 reused), found {owned:?}")
+    })?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// 2 → 5 → 1 replicas: scale-up keeps the existing pods; scale-down leaves exactly one pod, the rest gone.
+pub async fn scale(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "scale";
+    create_cloneset(env, ns, fast_cloneset(name, 2, 1)).await?;
+    let (_, two) = wait_rolled_out(env, ns, name, 2, IMAGE_V1, Duration::from_secs(60)).await?;
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]),
+    )
+    .await?;
+    let (_, five) = wait_rolled_out(env, ns, name, 5, IMAGE_V1, Duration::from_secs(60)).await?;
+    let five_uids: BTreeSet<String> = five.iter().map(uid).collect();
+    ensure(two.iter().all(|p| five_uids.contains(&uid(p))), || {
+        "scale-up replaced existing pods".into()
+    })?;
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 1}]),
+    )
+    .await?;
+    let (_, one) = wait_rolled_out(env, ns, name, 1, IMAGE_V1, Duration::from_secs(60)).await?;
+    ensure(five_uids.contains(&uid(&one[0])), || {
+        "scale-down created a pod".into()
+    })?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// A crashing image: the rollout stops after maxUnavailable (2) pods and touches no more; rolling the image
+/// back recovers the broken pods in place (same UIDs) and the untouched ones are never restarted.
+pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "broken";
+    let crash = env.crash_image.clone();
+    create_cloneset(env, ns, fast_cloneset(name, 6, 2)).await?;
+    let (_, before) = wait_rolled_out(env, ns, name, 6, IMAGE_V1, Duration::from_secs(60)).await?;
+    let observer = Observer::start(env, ns, name);
+    set_image(env, ns, name, &crash).await?;
+    let crash_ref = crash.as_str();
+    let broken: Vec<Pod> = wait_until(
+        "2 pods in CrashLoopBackOff on the new image",
+        Duration::from_secs(90),
+        || async move {
+            let pods = live_pods(env, ns, name).await?;
+            let on_new: Vec<Pod> = pods
+                .iter()
+                .filter(|p| spec_image(p) == crash_ref)
+                .cloned()
+                .collect();
+            if on_new.len() == 2
+                && on_new
+                    .iter()
+                    .all(|p| waiting_reason(p).as_deref() == Some("CrashLoopBackOff"))
+            {
+                Ok(Ok(on_new))
+            } else {
+                Ok(Err(describe(&pods, "")))
+            }
+        },
+    )
+    .await?;
+    let broken_uids: BTreeSet<String> = broken.iter().map(uid).collect();
+    let hold = Instant::now();
+    while hold.elapsed() < Duration::from_secs(15) {
+        let pods = live_pods(env, ns, name).await?;
+        let cs = clonesets(env, ns).get(name).await?;
+        let st = cs.status.clone().unwrap_or_default();
+        ensure(identities(&pods) == identities(&before), || {
+            "pods were recreated".into()
+        })?;
+        for p in &pods {
+            if broken_uids.contains(&uid(p)) {
+                ensure(spec_image(p) == crash, || {
+                    format!("{} left the broken image", p.name_any())
+                })?;
+            } else {
+                ensure(
+                    spec_image(p) == IMAGE_V1 && restarts(p) == 0 && is_ready(p),
+                    || {
+                        format!(
+                            "rollout went past maxUnavailable: {}",
+                            describe(&pods, &st.update_revision)
+                        )
+                    },
+                )?;
+            }
+        }
+        ensure(st.updated_replicas == 2 && st.updated_ready_replicas == 0, || {
+            format!(
+                "status updated={} updatedReady={} (want 2/0)",
+                st.updated_replicas, st.updated_ready_replicas
+            )
+        })?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    set_image(env, ns, name, IMAGE_V1).await?;
+    let (_, after) = wait_rolled_out(env, ns, name, 6, IMAGE_V1, Duration::from_secs(120)).await?;
+    ensure(identities(&before) == identities(&after), || {
+        "rollback recreated pods instead of updating in place".into()
+    })?;
+    for p in &after {
+        if broken_uids.contains(&uid(p)) {
+            ensure(restarts(p) >= 2, || {
+                format!("{} restarted {} times", p.name_any(), restarts(p))
+            })?;
+        } else {
+            ensure(restarts(p) == 0, || {
+                format!("untouched pod {} restarted", p.name_any())
+            })?;
+        }
+    }
+    let seen = observer.snapshot();
+    ensure(
+        broken_uids
+            .iter()
+            .all(|u| seen.pods.get(u).is_some_and(|h| h.crash_loop)),
+        || "CrashLoopBackOff not observed on the broken pods".into(),
+    )?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// RBAC: the controller's ServiceAccount may do what the controller needs and nothing else (no secrets).
+pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
+    let real = env.real.as_ref().context("real cluster only")?;
+    let sa_client = real.sa_client().await?;
+    let secrets: Api<Secret> = Api::namespaced(sa_client.clone(), "insitu-system");
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => {
+            bail!("listing secrets with the ServiceAccount token: expected 403 Forbidden, got {other:?}")
+        }
+    }
+    let all_secrets: Api<Secret> = Api::all(sa_client.clone());
+    match all_secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => bail!("listing all secrets: expected 403 Forbidden, got {other:?}"),
+    }
+    let pods: Api<Pod> = Api::all(sa_client.clone());
+    pods.list(&ListParams::default().limit(1))
+        .await
+        .context("the ServiceAccount must list pods")?;
+    let css: Api<CloneSet> = Api::all(sa_client);
+    css.list(&ListParams::default().limit(1))
+        .await
+        .context("the ServiceAccount must list clonesets")?;
+
+    let sa = "system:serviceaccount:insitu-system:insitu";
+    let allowed: &[(&str, &str, &str, &str, &str)] = &[
+        // (group, resource, subresource, verb, namespace)
+        ("", "pods", "", "watch", ""),
+        ("", "pods", "", "create", "default"),
+        ("", "pods", "", "update", "default"),
+        ("", "pods", "", "patch", "default"),
+        ("", "pods", "", "delete", "default"),
+        ("", "pods", "status", "update", "default"),
+        ("", "pods", "resize", "patch", "default"),
+        ("", "events", "", "create", "default"),
+        ("apps.kruise.io", "clonesets", "", "watch", ""),
+        ("apps.kruise.io", "clonesets", "", "patch", "default"),
+        ("apps.kruise.io", "clonesets", "status", "patch", "default"),
+        ("apps.kruise.io", "clonesets", "finalizers", "update", "default"),
+        ("apps", "controllerrevisions", "", "create", "default"),
+        ("apps", "controllerrevisions", "", "delete", "default"),
+        ("coordination.k8s.io", "leases", "", "update", "insitu-system"),
+        ("coordination.k8s.io", "leases", "", "create", "insitu-system"),
+    ];
+    let denied: &[(&str, &str, &str, &str, &str)] = &[
+        ("", "secrets", "", "get", "insitu-system"),
+        ("", "secrets", "", "list", ""),
+        ("", "configmaps", "", "get", "default"),
+        ("", "nodes", "", "list", ""),
+        ("", "pods", "exec", "create", "default"),
+        ("", "pods", "eviction", "create", "default"),
+        ("", "serviceaccounts", "token", "create", "insitu-system"),
+        ("apps.kruise.io", "clonesets", "", "create", "default"),
+        ("apps.kruise.io", "clonesets", "", "delete", "default"),
+        ("apps", "deployments", "", "list", ""),
+        ("coordination.k8s.io", "leases", "", "update", "kube-node-lease"),
+        ("coordination.k8s.io", "leases", "", "delete", "insitu-system"),
+        ("rbac.authorization.k8s.io", "clusterroles", "", "update", ""),
+    ];
+    let sar: Api<SubjectAccessReview> = Api::all(env.client.clone());
+    let mut wrong = Vec::new();
+    for (expect, list) in [(true, allowed), (false, denied)] {
+        for (group, resource, sub, verb, ns) in list {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    user: Some(sa.into()),
+                    groups: Some(vec![
+                        "system:serviceaccounts".into(),
+                        "system:serviceaccounts:insitu-system".into(),
+                    ]),
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some((*group).into()),
+                        resource: Some((*resource).into()),
+                        subresource: (!sub.is_empty()).then(|| (*sub).into()),
+                        verb: Some((*verb).into()),
+                        namespace: (!ns.is_empty()).then(|| (*ns).into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let res = sar.create(&PostParams::default(), &review).await?;
+            let got = res.status.map(|s| s.allowed).unwrap_or(false);
+            if got != expect {
+                wrong.push(format!(
+                    "{verb} {group}/{resource}{}{} in '{ns}': allowed={got}, want {expect}",
+                    if sub.is_empty() { "" } else { "/" },
+                    sub
+                ));
+            }
+        }
+    }
+    ensure(wrong.is_empty(), || {
+        format!("RBAC mismatch: {}", wrong.join("; "))
+    })
+}
+
+/// Kill the leader (SIGKILL) in the middle of a rollout: the standby takes the Lease within the lease duration
+/// and completes the rollout with the invariants held (in place, one pod at a time, one restart each).
+pub async fn leader_kill(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let real = env.real.as_ref().context("real cluster only")?;
+    let name = "leader";
+    create_cloneset(env, ns, fast_cloneset(name, 8, 1)).await?;
+    let (_, before) = wait_rolled_out(env, ns, name, 8, IMAGE_V1, Duration::from_secs(90)).await?;
+    let observer = Observer::start(env, ns, name);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    set_image(env, ns, name, IMAGE_V2).await?;
+    wait_until(
+        "2 pods updated (mid-rollout)",
+        Duration::from_secs(60),
+        || async move {
+            let pods = live_pods(env, ns, name).await?;
+            let n = pods
+                .iter()
+                .filter(|p| spec_image(p) == IMAGE_V2 && is_ready(p) && runs_image(p, IMAGE_V2))
+                .count();
+            if (2..8).contains(&n) {
+                Ok(Ok(()))
+            } else {
+                Ok(Err(format!("{n} updated")))
+            }
+        },
+    )
+    .await?;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &real.lease_namespace);
+    let holder = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default()
+    };
+    let old = holder(&leases.get(&real.lease_name).await.context("leader Lease")?);
+    let pid = real.controller_pid(&old)?;
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()?;
+    ensure(status.success(), || format!("kill -KILL {pid} ({old}) failed"))?;
+    let killed = Instant::now();
+    eprintln!("    leader_kill: killed leader {old} (pid {pid})");
+    let leases_ref = &leases;
+    let old_ref = old.as_str();
+    let new = wait_until(
+        "the standby to take the Lease",
+        Duration::from_secs(45),
+        || async move {
+            let h = holder(&leases_ref.get(&real.lease_name).await?);
+            if !h.is_empty() && h != old_ref {
+                Ok(Ok(h))
+            } else {
+                Ok(Err(format!("holder {h:?}")))
+            }
+        },
+    )
+    .await?;
+    let takeover = killed.elapsed();
+    eprintln!(
+        "    leader_kill: {new} took over after {:.1}s",
+        takeover.as_secs_f64()
+    );
+    ensure(real.identities.contains(&new), || {
+        format!("unknown new leader {new}")
+    })?;
+    // Lease duration 15 s + one retry period (2 s) + observation lag (≤ 2 s) + slack.
+    ensure(takeover <= Duration::from_secs(25), || {
+        format!("takeover took {takeover:?} (> lease duration + retry)")
+    })?;
+    ensure(
+        std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| !s.success()),
+        || format!("old leader pid {pid} still alive"),
+    )?;
+    let (_, after) = wait_rolled_out(env, ns, name, 8, IMAGE_V2, Duration::from_secs(150)).await?;
+    ensure(identities(&before) == identities(&after), || {
+        "pods were recreated across the failover".into()
+    })?;
+    ensure(after.iter().all(|p| restarts(p) == 1), || {
+        format!("each pod must restart exactly once: {}", describe(&after, ""))
+    })?;
+    let seen = observer.snapshot();
+    ensure(seen.max_out_of_service <= 1, || {
+        format!(
+            "{} pods out of service at once across the failover (maxUnavailable 1)",
+            seen.max_out_of_service
+        )
+    })?;
+    ensure(
+        seen.pods.values().all(|h| !h.deleted && h.max_restarts <= 1),
+        || "a pod was deleted or restarted twice".into(),
+    )?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// The controller's own requests (audit log, user = the ServiceAccount): none answered 422 (a pod update the
+/// apiserver forbids) and none 403 (RBAC too tight); and its logs mention no 422 either.
+pub async fn api_hygiene(env: &Env, _ns: &str) -> anyhow::Result<()> {
+    let real = env.real.as_ref().context("real cluster only")?;
+    let audit = std::fs::read_to_string(real.workdir.join("audit.log")).context("reading audit.log")?;
+    let user = "system:serviceaccount:insitu-system:insitu";
+    let (mut total, mut writes) = (0usize, BTreeSet::new());
+    let mut bad = Vec::new();
+    for line in audit.lines() {
+        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if ev["user"]["username"] != json!(user) || ev["stage"] != json!("ResponseComplete") {
+            continue;
+        }
+        // The e2e's own probes with this token (secrets, listings) are not the controller's.
+        let ua = ev["userAgent"].as_str().unwrap_or_default();
+        if ua.starts_with("insitu-e2e") {
+            continue;
+        }
+        total += 1;
+        let code = ev["responseStatus"]["code"].as_i64().unwrap_or(0);
+        let res = ev["objectRef"]["resource"].as_str().unwrap_or_default();
+        let sub = ev["objectRef"]["subresource"].as_str().unwrap_or_default();
+        let verb = ev["verb"].as_str().unwrap_or_default();
+        if code < 300 && !matches!(verb, "get" | "list" | "watch") {
+            writes.insert(format!(
+                "{verb} {res}{}{sub}",
+                if sub.is_empty() { "" } else { "/" }
+            ));
+        }
+        if code == 422 || code == 403 {
+            bad.push(format!(
+                "{code} {verb} {}: {}",
+                ev["requestURI"].as_str().unwrap_or_default(),
+                ev["responseStatus"]["message"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    eprintln!("    api_hygiene: {total} controller requests audited; successful writes: {writes:?}");
+    ensure(total > 50, || {
+        format!("only {total} controller requests in the audit log: is it running as the ServiceAccount?")
+    })?;
+    for w in [
+        "update pods",
+        "update pods/status",
+        "patch clonesets/status",
+        "create pods",
+        "create controllerrevisions",
+    ] {
+        ensure(writes.contains(w), || {
+            format!("no successful '{w}' by the controller's ServiceAccount")
+        })?;
+    }
+    ensure(bad.is_empty(), || {
+        format!(
+            "{} forbidden/invalid requests: {}",
+            bad.len(),
+            bad.iter().take(5).cloned().collect::<Vec<_>>().join(" | ")
+        )
+    })?;
+    let mut log_hits = Vec::new();
+    for log in real.controller_logs()? {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for l in text
+            .lines()
+            .filter(|l| l.contains("422") || l.contains("Unprocessable"))
+        {
+            log_hits.push(format!("{}: {l}", log.display()));
+        }
+    }
+    ensure(log_hits.is_empty(), || {
+        format!("422s in controller logs: {}", log_hits.join(" | "))
+    })
+}
