@@ -34,7 +34,10 @@ fn snapshot(n: usize, steady: bool) -> Snapshot {
     let r1 = active_revisions(&old, &[]).update;
     let mut cs = cloneset(n, "nginx:2");
     let r2 = active_revisions(&cs, std::slice::from_ref(&r1)).update;
-    let (r1n, r2n) = (r1.metadata.name.clone().unwrap(), r2.metadata.name.clone().unwrap());
+    let (r1n, r2n) = (
+        r1.metadata.name.clone().unwrap(),
+        r2.metadata.name.clone().unwrap(),
+    );
     let pods: Vec<Arc<Pod>> = (0..n)
         .map(|i| {
             let (rev, img) = if steady || i % 2 == 0 { (&r2n, "nginx:2") } else { (&r1n, "nginx:1") };
@@ -69,7 +72,13 @@ fn snapshot(n: usize, steady: bool) -> Snapshot {
         update_revision: r2n.clone(),
         ..Default::default()
     });
-    Snapshot { cloneset: Arc::new(cs), pods, revisions: vec![r1, r2], now, gates: FeatureGates::default() }
+    Snapshot {
+        cloneset: Arc::new(cs),
+        pods,
+        revisions: vec![r1, r2],
+        now,
+        gates: FeatureGates::default(),
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -80,7 +89,9 @@ fn bench(c: &mut Criterion) {
             let s = snapshot(n, steady);
             let p = insitu_core::plan(&s);
             assert_eq!(p.actions.is_empty(), steady, "{name}: {:?}", p.explanation);
-            g.bench_with_input(BenchmarkId::from_parameter(n), &s, |b, s| b.iter(|| insitu_core::plan(black_box(s))));
+            g.bench_with_input(BenchmarkId::from_parameter(n), &s, |b, s| {
+                b.iter(|| insitu_core::plan(black_box(s)))
+            });
         }
         g.finish();
     }

@@ -396,7 +396,13 @@ pub struct StartTemplate {
 }
 
 impl StartTemplate {
-    pub fn new(spec: InPlaceSpec, revision: &str, revision_label: &str, grace_seconds: i32, now: Timestamp) -> Self {
+    pub fn new(
+        spec: InPlaceSpec,
+        revision: &str,
+        revision_label: &str,
+        grace_seconds: i32,
+        now: Timestamp,
+    ) -> Self {
         let t = time(now);
         let (mut grace_json, mut state_json) = (None, None);
         if grace_seconds > 0 {
@@ -436,29 +442,43 @@ impl StartTemplate {
     /// grace annotation (images untouched until the grace period ends).
     pub fn mutation(&self, pod: &Pod) -> PodMutation {
         let mut m = PodMutation::default();
-        m.labels.insert(keys::CONTROLLER_REVISION_HASH_LABEL.into(), Some(self.revision_label.clone()));
+        m.labels.insert(
+            keys::CONTROLLER_REVISION_HASH_LABEL.into(),
+            Some(self.revision_label.clone()),
+        );
         m.labels.insert(
             keys::POD_TEMPLATE_HASH_LABEL.into(),
             Some(crate::revision::short_hash(&self.revision).into()),
         );
-        m.labels.insert(keys::LIFECYCLE_STATE_LABEL.into(), Some(keys::lifecycle::UPDATING.into()));
-        m.annotations.insert(keys::LIFECYCLE_TIMESTAMP_ANNOTATION.into(), Some(self.now_rfc3339.clone()));
+        m.labels.insert(
+            keys::LIFECYCLE_STATE_LABEL.into(),
+            Some(keys::lifecycle::UPDATING.into()),
+        );
+        m.annotations.insert(
+            keys::LIFECYCLE_TIMESTAMP_ANNOTATION.into(),
+            Some(self.now_rfc3339.clone()),
+        );
         let state_json = match (&self.grace_json, &self.state_json) {
             (Some(g), Some(st)) => {
-                m.annotations.insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), Some(g.clone()));
+                m.annotations
+                    .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), Some(g.clone()));
                 st.clone()
             }
             _ => {
                 let mut state = Self::state(&self.spec, &self.revision, &self.now);
                 apply_meta(&self.spec, &mut m);
                 patch_spec_to_pod(pod, &self.spec.images, &mut state, &self.now, &mut m);
-                m.annotations.insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
-                m.annotations.insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
+                m.annotations
+                    .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
+                m.annotations
+                    .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
                 state.to_json()
             }
         };
-        m.annotations.insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(state_json));
-        m.annotations.insert(keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD.into(), None);
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(state_json));
+        m.annotations
+            .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD.into(), None);
         m
     }
 }
@@ -563,7 +583,8 @@ pub fn normalize_image(image: &str) -> String {
 
 /// Parses the `apps.kruise.io/inplace-update-state` annotation.
 pub fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
-    serde_json::from_str(state).map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
+    serde_json::from_str(state)
+        .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
 }
 
 /// Kruise `DefaultCheckInPlaceUpdateCompleted` on the status fallback (no node agent): no grace period,
@@ -583,14 +604,27 @@ pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> R
 
 /// Kruise `defaultCheckContainersInPlaceUpdateCompleted` (status fallback).
 pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
-    let Some(last) = state.last_container_statuses.as_ref() else { return Ok(()) };
+    let Some(last) = state.last_container_statuses.as_ref() else {
+        return Ok(());
+    };
     let spec_images: BTreeMap<&str, &str> = pod
         .spec
         .as_ref()
-        .map(|s| s.containers.iter().map(|c| (c.name.as_str(), c.image.as_deref().unwrap_or(""))).collect())
+        .map(|s| {
+            s.containers
+                .iter()
+                .map(|c| (c.name.as_str(), c.image.as_deref().unwrap_or("")))
+                .collect()
+        })
         .unwrap_or_default();
     let mut missing: BTreeSet<&str> = last.keys().map(String::as_str).collect();
-    for cs in pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).into_iter().flatten() {
+    for cs in pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+    {
         if let Some(old) = last.get(&cs.name) {
             if old.image_id == cs.image_id {
                 let want = spec_images.get(cs.name.as_str()).copied().unwrap_or("");
@@ -622,7 +656,8 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
     let images = std::mem::take(&mut st.next_container_images);
     let mut m = PodMutation::default();
     patch_spec_to_pod(pod, &images, &mut st, &time(now), &mut m);
-    m.annotations.insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(st.to_json()));
+    m.annotations
+        .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(st.to_json()));
     Ok(m)
 }
 

@@ -305,7 +305,9 @@ impl<'a> Planner<'a> {
         // unless a preDelete/inPlaceUpdate hook marks pods not ready (no regret then).
         let lc = spec.lifecycle.as_ref();
         let mark = lc.is_some_and(|l| {
-            [&l.pre_delete, &l.in_place_update].iter().any(|h| h.as_ref().is_some_and(|h| h.mark_pod_not_ready))
+            [&l.pre_delete, &l.in_place_update]
+                .iter()
+                .any(|h| h.as_ref().is_some_and(|h| h.mark_pod_not_ready))
         });
         if !mark {
             let mut diff = i64::from(replicas) - facts.len() as i64 + num_to_delete as i64;
@@ -317,8 +319,13 @@ impl<'a> Planner<'a> {
                 if f.specified_delete {
                     continue;
                 }
-                self.why(format!("pod {}: deletion cancelled, replicas need it → PreparingNormal", f.name));
-                self.plan.actions.push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
+                self.why(format!(
+                    "pod {}: deletion cancelled, replicas need it → PreparingNormal",
+                    f.name
+                ));
+                self.plan
+                    .actions
+                    .push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
                 modified = true;
                 diff -= 1;
             }
@@ -337,8 +344,7 @@ impl<'a> Planner<'a> {
         let diff: Vec<DiffPod> = facts
             .iter()
             .map(|f| DiffPod {
-                updated: f.updated
-                    || (self.gates.preparing_update_as_update && f.lc == Lc::PreparingUpdate),
+                updated: f.updated || (self.gates.preparing_update_as_update && f.lc == Lc::PreparingUpdate),
                 preparing_delete: f.preparing_delete(),
                 to_delete: f.specified_delete,
                 available: f.available,
@@ -495,11 +501,17 @@ impl<'a> Planner<'a> {
             match inplace::finish_grace(f.pod, f.revision, g, f.state, now) {
                 Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
-                    self.why(format!("pod {}: grace period over → patch images {:?}", f.name, m.container_images));
+                    self.why(format!(
+                        "pod {}: grace period over → patch images {:?}",
+                        f.name, m.container_images
+                    ));
                     self.push_update(f, m, UpdateReason::FinishGracePeriod);
                 }
                 Grace::Abandon(m) => {
-                    self.why(format!("pod {}: template changed during the grace period → drop it", f.name));
+                    self.why(format!(
+                        "pod {}: template changed during the grace period → drop it",
+                        f.name
+                    ));
                     self.push_update(f, m, UpdateReason::AbandonGracePeriod);
                 }
                 Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name)),
@@ -516,12 +528,17 @@ impl<'a> Planner<'a> {
                             containers_done = false;
                             match inplace::next_batch(f.pod, st, now) {
                                 Ok(m) => {
-                                    self.why(format!("pod {}: previous batch done → next container batch", f.name));
+                                    self.why(format!(
+                                        "pod {}: previous batch done → next container batch",
+                                        f.name
+                                    ));
                                     self.push_update(f, m, UpdateReason::NextBatch);
                                 }
                                 Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name)),
                             }
-                            completed = Some(Err("existing containers to in-place update in next batches".into()));
+                            completed = Some(Err(
+                                "existing containers to in-place update in next batches".into()
+                            ));
                         } else {
                             containers_done = done.is_ok();
                             completed = Some(done);
@@ -580,7 +597,10 @@ impl<'a> Planner<'a> {
         // Kruise fixPodTemplateHashLabel.
         if !f.revision.is_empty() && !f.has_template_hash {
             let mut labels = BTreeMap::new();
-            labels.insert(keys::POD_TEMPLATE_HASH_LABEL.to_string(), Some(short_hash(f.revision).to_string()));
+            labels.insert(
+                keys::POD_TEMPLATE_HASH_LABEL.to_string(),
+                Some(short_hash(f.revision).to_string()),
+            );
             self.plan.actions.push(Action::PatchPodMetadata {
                 pod: f.name.to_string(),
                 uid: f.uid.to_string(),
@@ -619,7 +639,9 @@ impl<'a> Planner<'a> {
             }
         }
         if refreshed > 0 {
-            self.why(format!("refreshed {refreshed} pod(s): update waits for the next round"));
+            self.why(format!(
+                "refreshed {refreshed} pod(s): update waits for the next round"
+            ));
             return;
         }
         let spec = &self.cs.spec;
@@ -646,7 +668,11 @@ impl<'a> Planner<'a> {
             return;
         }
         let forward = b.update_num > 0;
-        let (target, target_name) = if forward { (update, &update_name) } else { (current, &current_name) };
+        let (target, target_name) = if forward {
+            (update, &update_name)
+        } else {
+            (current, &current_name)
+        };
         let mut cand: Vec<usize> = Vec::new();
         for (i, f) in facts.iter().enumerate() {
             // Forward: pods not at the update revision; rollback: pods at it.
@@ -662,16 +688,31 @@ impl<'a> Planner<'a> {
                 cand.push(i);
             }
         }
-        sort::update_candidates(facts, &mut cand, strategy.priority_strategy.as_ref(), &strategy.scatter_strategy);
+        sort::update_candidates(
+            facts,
+            &mut cand,
+            strategy.priority_strategy.as_ref(),
+            &strategy.scatter_strategy,
+        );
         let avail: Vec<bool> = cand.iter().map(|&i| facts[i].available).collect();
-        let at_target = |f: &PodFacts| if forward { f.updated } else { equal_to_revision(f.revision, target_name) };
+        let at_target = |f: &PodFacts| {
+            if forward {
+                f.updated
+            } else {
+                equal_to_revision(f.revision, target_name)
+            }
+        };
         let n = budget::limit_update(&b, facts.iter().map(|f| (f.available, at_target(f))), &avail);
         self.why(format!(
             "{} candidate(s) for revision {target_name}; {n} may update now (updateMaxUnavailable {})",
             cand.len(),
             b.update_max_unavailable
         ));
-        let grace = strategy.in_place_update_strategy.as_ref().and_then(|s| s.grace_period_seconds).unwrap_or(0);
+        let grace = strategy
+            .in_place_update_strategy
+            .as_ref()
+            .and_then(|s| s.grace_period_seconds)
+            .unwrap_or(0);
         let label = if self.gates.cloneset_short_hash {
             short_hash(target_name).to_string()
         } else {
@@ -696,11 +737,19 @@ impl<'a> Planner<'a> {
             }
         }
         if !ctx.in_place.is_empty() {
-            let images = ctx.cache.values().find_map(|c| c.as_ref().ok()).map(|t| format!("{:?}", t.spec.images));
+            let images = ctx
+                .cache
+                .values()
+                .find_map(|c| c.as_ref().ok())
+                .map(|t| format!("{:?}", t.spec.images));
             self.why(format!(
                 "in-place update to {target_name} (images {}{}): {}",
                 images.unwrap_or_default(),
-                if grace > 0 { format!(", grace {grace}s") } else { String::new() },
+                if grace > 0 {
+                    format!(", grace {grace}s")
+                } else {
+                    String::new()
+                },
                 ctx.in_place.join(", ")
             ));
             if grace > 0 {
@@ -708,7 +757,10 @@ impl<'a> Planner<'a> {
             }
         }
         if !ctx.recreate.is_empty() {
-            self.why(format!("recreate for {target_name} (label specified-delete): {}", ctx.recreate.join(", ")));
+            self.why(format!(
+                "recreate for {target_name} (label specified-delete): {}",
+                ctx.recreate.join(", ")
+            ));
         }
         if !errors.is_empty() {
             self.failed_update = Some(errors.join("; "));
@@ -719,7 +771,11 @@ impl<'a> Planner<'a> {
     fn update_pod(&mut self, f: &PodFacts, ctx: &mut UpdateCtx) -> Result<(), String> {
         let now = self.s.now;
         if ctx.stype != CloneSetUpdateStrategyType::ReCreate {
-            let old = if f.revision.is_empty() { None } else { ctx.rev_by_hash.get(short_hash(f.revision)) };
+            let old = if f.revision.is_empty() {
+                None
+            } else {
+                ctx.rev_by_hash.get(short_hash(f.revision))
+            };
             let key = old.map_or("", |o| short_hash(o.metadata.name.as_deref().unwrap_or_default()));
             if !ctx.cache.contains_key(key) {
                 let t = match (old, ctx.target_tpl) {
@@ -740,8 +796,15 @@ impl<'a> Planner<'a> {
                     match f.lc {
                         Lc::None | Lc::PreparingNormal | Lc::Normal => {
                             if is_hooked(hook, f.pod) {
-                                self.why(format!("pod {}: inPlaceUpdate hook present → PreparingUpdate", f.name));
-                                self.plan.actions.push(lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE, now));
+                                self.why(format!(
+                                    "pod {}: inPlaceUpdate hook present → PreparingUpdate",
+                                    f.name
+                                ));
+                                self.plan.actions.push(lifecycle_patch(
+                                    f,
+                                    keys::lifecycle::PREPARING_UPDATE,
+                                    now,
+                                ));
                                 return Ok(());
                             }
                         }
@@ -753,13 +816,19 @@ impl<'a> Planner<'a> {
                                     labels.insert(k.clone(), Some(v.clone()));
                                 }
                             }
-                            self.why(format!("pod {}: Updated → PreparingUpdate (hook re-applied)", f.name));
+                            self.why(format!(
+                                "pod {}: Updated → PreparingUpdate (hook re-applied)",
+                                f.name
+                            ));
                             self.plan.actions.push(a);
                             return Ok(());
                         }
                         Lc::PreparingUpdate => {
                             if is_hooked(hook, f.pod) {
-                                self.why(format!("pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook", f.name));
+                                self.why(format!(
+                                    "pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook",
+                                    f.name
+                                ));
                                 return Ok(());
                             }
                         }
@@ -788,7 +857,10 @@ impl<'a> Planner<'a> {
                             f.name
                         ));
                     }
-                    self.why(format!("pod {}: cannot update in place ({why}) → recreate", f.name));
+                    self.why(format!(
+                        "pod {}: cannot update in place ({why}) → recreate",
+                        f.name
+                    ));
                 }
                 None => {}
             }

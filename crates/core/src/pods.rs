@@ -127,7 +127,8 @@ impl<'a> PodFacts<'a> {
         let active = phase != "Succeeded" && phase != "Failed" && meta.deletion_timestamp.is_none();
         let running = phase == "Running";
 
-        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) = ("", "", false, false);
+        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
+            ("", "", false, false);
         for (k, v) in meta.labels.iter().flatten() {
             match k.as_str() {
                 keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
@@ -137,7 +138,8 @@ impl<'a> PodFacts<'a> {
                 _ => {}
             }
         }
-        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) = (None, None, None, None, 0);
+        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
+            (None, None, None, None, 0);
         for (k, v) in meta.annotations.iter().flatten() {
             match k.as_str() {
                 keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
@@ -153,7 +155,11 @@ impl<'a> PodFacts<'a> {
             match c.type_.as_str() {
                 "Ready" => {
                     ready = c.status == "True";
-                    ready_since = if ready { c.last_transition_time.as_ref().map(|t| t.0) } else { None };
+                    ready_since = if ready {
+                        c.last_transition_time.as_ref().map(|t| t.0)
+                    } else {
+                        None
+                    };
                 }
                 keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
                 _ => {}
@@ -170,15 +176,24 @@ impl<'a> PodFacts<'a> {
                     let at = t
                         .saturating_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
                         .unwrap_or(Timestamp::MAX);
-                    if at < now { (true, None) } else { (false, Some(now.duration_until(at))) }
+                    if at < now {
+                        (true, None)
+                    } else {
+                        (false, Some(now.duration_until(at)))
+                    }
                 }
                 None => (false, None),
             }
         };
         let lifecycle_ok = matches!(lc, Lc::None | Lc::Normal);
         let name = meta.name.as_deref().unwrap_or("");
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
-        let specified_delete = specified_label || (!pods_to_delete.is_empty() && pods_to_delete.contains(name));
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("");
+        let specified_delete =
+            specified_label || (!pods_to_delete.is_empty() && pods_to_delete.contains(name));
         let restarts = status
             .and_then(|s| s.container_statuses.as_ref())
             .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
@@ -234,7 +249,8 @@ impl<'a> PodFacts<'a> {
 /// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.
 pub fn deletion_cost(v: &str) -> i32 {
     let digits = v.strip_prefix('-').unwrap_or(v);
-    let valid_first = v == "0" || v.starts_with('-') || v.as_bytes().first().is_some_and(|b| (b'1'..=b'9').contains(b));
+    let valid_first =
+        v == "0" || v.starts_with('-') || v.as_bytes().first().is_some_and(|b| (b'1'..=b'9').contains(b));
     if !valid_first || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return 0;
     }

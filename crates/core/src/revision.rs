@@ -282,7 +282,12 @@ pub fn truncate_history(
     }
     let mut referenced: Vec<bool> = vec![false; candidates.len()];
     for p in pods {
-        let Some(h) = p.metadata.labels.as_ref().and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH_LABEL)) else {
+        let Some(h) = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH_LABEL))
+        else {
             continue;
         };
         for (i, c) in candidates.iter().enumerate() {
@@ -300,7 +305,12 @@ pub fn truncate_history(
     if candidates.len() <= limit {
         return Vec::new();
     }
-    candidates[..candidates.len() - limit].iter().map(|n| Action::DeleteRevision { name: (*n).to_string() }).collect()
+    candidates[..candidates.len() - limit]
+        .iter()
+        .map(|n| Action::DeleteRevision {
+            name: (*n).to_string(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

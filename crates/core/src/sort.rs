@@ -45,11 +45,23 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bo
     a.node_assigned
         .cmp(&b.node_assigned)
         .then_with(|| a.phase_ord.cmp(&b.phase_ord))
-        .then_with(|| if use_available { a.available.cmp(&b.available) } else { Ordering::Equal })
+        .then_with(|| {
+            if use_available {
+                a.available.cmp(&b.available)
+            } else {
+                Ordering::Equal
+            }
+        })
         .then_with(|| a.ready.cmp(&b.ready))
         .then_with(|| a.deletion_cost.cmp(&b.deletion_cost))
         .then_with(|| rb.cmp(&ra))
-        .then_with(|| if a.ready && b.ready { after_or_zero(a.ready_since, b.ready_since) } else { Ordering::Equal })
+        .then_with(|| {
+            if a.ready && b.ready {
+                after_or_zero(a.ready_since, b.ready_since)
+            } else {
+                Ordering::Equal
+            }
+        })
         .then_with(|| b.restarts.cmp(&a.restarts))
         .then_with(|| after_or_zero(a.created, b.created))
         .then_with(|| a.name.cmp(b.name))
@@ -85,7 +97,10 @@ pub fn scale_down(pods: &mut [&PodFacts]) {
     let ranks = same_node_ranks(pods);
     let mut idx: Vec<usize> = (0..pods.len()).collect();
     idx.sort_by(|&i, &j| {
-        let (ri, rj) = (ranks.get(&i).copied().unwrap_or(0), ranks.get(&j).copied().unwrap_or(0));
+        let (ri, rj) = (
+            ranks.get(&i).copied().unwrap_or(0),
+            ranks.get(&j).copied().unwrap_or(0),
+        );
         with_rank(pods[i], pods[j], ri, rj, true)
     });
     let sorted: Vec<_> = idx.iter().map(|&i| pods[i]).collect();
@@ -132,7 +147,8 @@ pub fn update_candidates(
     // Ties by index (facts are sorted by name): deterministic without string comparisons.
     idx.sort_by(|&i, &j| active_pods(&facts[i], &facts[j]).then(i.cmp(&j)));
     if let Some(ps) = priority.filter(|p| !p.weight_priority.is_empty() || !p.order_priority.is_empty()) {
-        let keys: HashMap<usize, (i64, i64)> = idx.iter().map(|&i| (i, priority_key(&facts[i], ps))).collect();
+        let keys: HashMap<usize, (i64, i64)> =
+            idx.iter().map(|&i| (i, priority_key(&facts[i], ps))).collect();
         idx.sort_by_key(|i| keys[i]);
     }
     if !scatter.is_empty() {
@@ -158,12 +174,17 @@ fn scatter_terms(facts: &[PodFacts], idx: &[usize], terms: &[UpdateScatterTerm])
             }
         }
     }
-    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out.sort_by_key(|t| std::cmp::Reverse(t.1));
     out.into_iter().map(|(t, _)| t).collect()
 }
 
 fn scatter_match(f: &PodFacts, t: &UpdateScatterTerm) -> bool {
-    f.pod.metadata.labels.as_ref().and_then(|l| l.get(&t.key)).is_some_and(|v| *v == t.value)
+    f.pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(&t.key))
+        .is_some_and(|v| *v == t.value)
 }
 
 /// Kruise `scatterSort`: for each term, interleave matched and unmatched candidates in groups sized by
@@ -230,8 +251,17 @@ fn group_by_density(total_m: usize, total_u: usize, upd_m: usize, upd_u: usize) 
         return update;
     }
     let (ms, us) = (total.matched_size.max(1), total.unmatched_size.max(1));
-    let num = if upd_m / ms < upd_u / us { upd_m / ms } else { upd_u / us };
-    ScatterGroup { num, matched_size: ms, unmatched_size: us, unmatched_remainder: upd_u.saturating_sub(num * us) }
+    let num = if upd_m / ms < upd_u / us {
+        upd_m / ms
+    } else {
+        upd_u / us
+    };
+    ScatterGroup {
+        num,
+        matched_size: ms,
+        unmatched_size: us,
+        unmatched_remainder: upd_u.saturating_sub(num * us),
+    }
 }
 
 #[cfg(test)]
@@ -251,7 +281,9 @@ mod tests {
 
     fn facts(pods: &[Pod]) -> Vec<PodFacts<'_>> {
         let none = HashSet::new();
-        pods.iter().map(|p| PodFacts::new(p, Timestamp::UNIX_EPOCH, 0, &none, "rev")).collect()
+        pods.iter()
+            .map(|p| PodFacts::new(p, Timestamp::UNIX_EPOCH, 0, &none, "rev"))
+            .collect()
     }
 
     #[test]
@@ -277,14 +309,29 @@ mod tests {
             (&["", "", "", "", "A", "A"], &[4, 0, 1, 2, 3, 5]),
             (&["", "", "", "A", "A", "A"], &[3, 0, 1, 4, 2, 5]),
             (&["", "", "", "A", "", "", "A"], &[3, 0, 1, 2, 4, 5, 6]),
-            (&["", "", "", "", "", "", "A", "A", "A"], &[6, 0, 1, 2, 7, 3, 4, 5, 8]),
+            (
+                &["", "", "", "", "", "", "A", "A", "A"],
+                &[6, 0, 1, 2, 7, 3, 4, 5, 8],
+            ),
             (&["", "", "A", "A", "A", "A"], &[2, 3, 0, 4, 1, 5]),
-            (&["", "", "A", "", "A", "A", "A", "A", "A"], &[2, 4, 0, 5, 6, 1, 7, 3, 8]),
-            (&["", "A", "", "A", "", "", "A", "A", "A"], &[1, 0, 3, 2, 6, 4, 7, 5, 8]),
-            (&["", "", "", "", "", "", "", "A", "A", "A"], &[7, 0, 1, 2, 3, 8, 4, 5, 6, 9]),
+            (
+                &["", "", "A", "", "A", "A", "A", "A", "A"],
+                &[2, 4, 0, 5, 6, 1, 7, 3, 8],
+            ),
+            (
+                &["", "A", "", "A", "", "", "A", "A", "A"],
+                &[1, 0, 3, 2, 6, 4, 7, 5, 8],
+            ),
+            (
+                &["", "", "", "", "", "", "", "A", "A", "A"],
+                &[7, 0, 1, 2, 3, 8, 4, 5, 6, 9],
+            ),
             (&["A", ""], &[0, 1]),
         ];
-        let term = UpdateScatterTerm { key: "labelA".into(), value: "AAA".into() };
+        let term = UpdateScatterTerm {
+            key: "labelA".into(),
+            value: "AAA".into(),
+        };
         for (labels, want) in cases {
             let pods: Vec<Pod> = labels
                 .iter()

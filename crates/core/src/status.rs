@@ -145,7 +145,9 @@ fn progressing(cs: &CloneSet, st: &mut CloneSetStatus, now: Timestamp) -> Option
     let p = keys::conditions::PROGRESSING;
     let deadline_of = |c: &CloneSetCondition| {
         let since = c.last_update_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0);
-        since.saturating_add(SignedDuration::from_secs(i64::from(pds))).unwrap_or(Timestamp::MAX)
+        since
+            .saturating_add(SignedDuration::from_secs(i64::from(pds)))
+            .unwrap_or(Timestamp::MAX)
     };
     let existing = st.conditions.iter().find(|c| c.type_ == p).cloned();
     if st.current_revision == st.update_revision
@@ -153,28 +155,55 @@ fn progressing(cs: &CloneSet, st: &mut CloneSetStatus, now: Timestamp) -> Option
         && st.updated_replicas == replicas
         && st.updated_available_replicas == replicas
     {
-        set_condition(&mut st.conditions, cond(p, "True", REASON_AVAILABLE, "CloneSet is available".into(), now));
+        set_condition(
+            &mut st.conditions,
+            cond(p, "True", REASON_AVAILABLE, "CloneSet is available".into(), now),
+        );
         return None;
     }
     if paused {
-        set_condition(&mut st.conditions, cond(p, "True", REASON_PAUSED, "CloneSet is paused".into(), now));
+        set_condition(
+            &mut st.conditions,
+            cond(p, "True", REASON_PAUSED, "CloneSet is paused".into(), now),
+        );
         return None;
     }
-    if st.expected_updated_replicas < replicas && st.expected_updated_replicas <= st.updated_available_replicas {
+    if st.expected_updated_replicas < replicas
+        && st.expected_updated_replicas <= st.updated_available_replicas
+    {
         let msg = "CloneSet has been paused due to partition ready".to_string();
-        set_condition(&mut st.conditions, cond(p, "True", REASON_PARTITION_AVAILABLE, msg, now));
+        set_condition(
+            &mut st.conditions,
+            cond(p, "True", REASON_PARTITION_AVAILABLE, msg, now),
+        );
         return None;
     }
-    if existing.as_ref().is_some_and(|c| c.reason == REASON_DEADLINE_EXCEEDED || deadline_of(c) < now) {
-        let msg = format!("CloneSet revision {} has timed out progressing", st.update_revision);
-        set_condition(&mut st.conditions, cond(p, "False", REASON_DEADLINE_EXCEEDED, msg, now));
+    if existing
+        .as_ref()
+        .is_some_and(|c| c.reason == REASON_DEADLINE_EXCEEDED || deadline_of(c) < now)
+    {
+        let msg = format!(
+            "CloneSet revision {} has timed out progressing",
+            st.update_revision
+        );
+        set_condition(
+            &mut st.conditions,
+            cond(p, "False", REASON_DEADLINE_EXCEEDED, msg, now),
+        );
         return None;
     }
-    set_condition(&mut st.conditions, cond(p, "True", REASON_UPDATED, "CloneSet is progressing".into(), now));
+    set_condition(
+        &mut st.conditions,
+        cond(p, "True", REASON_UPDATED, "CloneSet is progressing".into(), now),
+    );
     // Kruise getRequeueSecondsFromCondition: deadline − now, plus 1s against timer skew.
     let c = st.conditions.iter().find(|c| c.type_ == p)?;
     let after = now.duration_until(deadline_of(c));
-    let after = if after < SignedDuration::from_secs(1) { after } else { after + SignedDuration::from_secs(1) };
+    let after = if after < SignedDuration::from_secs(1) {
+        after
+    } else {
+        after + SignedDuration::from_secs(1)
+    };
     Duration::try_from(after).ok().filter(|d| !d.is_zero())
 }
 

@@ -28,10 +28,21 @@ fn scale_down_respects_delete_ready_limit() {
     // minReadySeconds 0 and one specified → only that one.
     w.cs.spec.min_ready_seconds = Some(0);
     let victim = w.names()[0].clone();
-    w.pod_mut(&victim).unwrap().metadata.labels.as_mut().unwrap().insert(keys::SPECIFIED_DELETE_LABEL.into(), "x".into());
-    assert_eq!(verbs(&w.plan()).iter().filter(|a| a.starts_with("DeletePod")).cloned().collect::<Vec<_>>(), vec![
-        format!("DeletePod {victim}")
-    ]);
+    w.pod_mut(&victim)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(keys::SPECIFIED_DELETE_LABEL.into(), "x".into());
+    assert_eq!(
+        verbs(&w.plan())
+            .iter()
+            .filter(|a| a.starts_with("DeletePod"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![format!("DeletePod {victim}")]
+    );
     let p = w.plan();
     w.apply(&p);
     // Nothing specified → the remaining 1 extra pod goes.
@@ -64,7 +75,11 @@ fn recreate_marks_one_pod_specified_delete() {
 
 #[test]
 fn partition_keeps_old_pods_and_scale_up_uses_current_revision() {
-    let mut w = World::new(cloneset(4, "nginx:1", json!({"type": "InPlaceIfPossible", "partition": 3, "maxUnavailable": 1})));
+    let mut w = World::new(cloneset(
+        4,
+        "nginx:1",
+        json!({"type": "InPlaceIfPossible", "partition": 3, "maxUnavailable": 1}),
+    ));
     w.converge(10);
     let rev1 = w.cs.status.clone().unwrap().current_revision;
     set_image(&mut w, "nginx:2");
@@ -80,7 +95,8 @@ fn partition_keeps_old_pods_and_scale_up_uses_current_revision() {
     w.converge(20);
     assert_eq!(w.cs.status.clone().unwrap().updated_replicas, 3);
     // Raise partition to 6 with pods at both revisions: no rollback without the gate.
-    w.cs.spec.update_strategy.as_mut().unwrap().partition = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(6));
+    w.cs.spec.update_strategy.as_mut().unwrap().partition =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(6));
     let p = w.plan();
     assert_eq!(p.budget.update_num, 0);
     assert!(p.actions.is_empty(), "{:?}", verbs(&p));
@@ -88,7 +104,11 @@ fn partition_keeps_old_pods_and_scale_up_uses_current_revision() {
 
 #[test]
 fn rollback_bumps_the_old_revision_and_updates_in_place() {
-    let mut w = World::new(cloneset(2, "nginx:1", json!({"type": "InPlaceIfPossible", "maxUnavailable": 2})));
+    let mut w = World::new(cloneset(
+        2,
+        "nginx:1",
+        json!({"type": "InPlaceIfPossible", "maxUnavailable": 2}),
+    ));
     w.converge(10);
     let rev1 = w.cs.status.clone().unwrap().update_revision;
     set_image(&mut w, "nginx:2");
@@ -98,10 +118,18 @@ fn rollback_bumps_the_old_revision_and_updates_in_place() {
     set_image(&mut w, "nginx:1");
     let p = w.plan();
     assert_eq!(p.update_revision, rev1);
-    assert!(matches!(&p.actions[0], Action::BumpRevision { name, revision: 3 } if *name == rev1), "{:?}", verbs(&p));
+    assert!(
+        matches!(&p.actions[0], Action::BumpRevision { name, revision: 3 } if *name == rev1),
+        "{:?}",
+        verbs(&p)
+    );
     let uids: Vec<_> = w.pods.iter().map(|p| p.metadata.uid.clone()).collect();
     w.converge(30);
-    assert_eq!(uids, w.pods.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>(), "in place");
+    assert_eq!(
+        uids,
+        w.pods.iter().map(|p| p.metadata.uid.clone()).collect::<Vec<_>>(),
+        "in place"
+    );
     assert_eq!(w.cs.status.clone().unwrap().current_revision, rev1);
     assert_eq!(w.revisions.len(), 2);
 }
@@ -116,7 +144,12 @@ fn history_is_truncated_to_the_limit() {
         w.converge(30);
     }
     // current = update (live) + 2 non-live.
-    assert_eq!(w.revisions.len(), 3, "{:?}", w.revisions.iter().map(|r| r.revision).collect::<Vec<_>>());
+    assert_eq!(
+        w.revisions.len(),
+        3,
+        "{:?}",
+        w.revisions.iter().map(|r| r.revision).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -126,8 +159,16 @@ fn new_pod_gets_ready_and_normal_only_once_scheduled() {
     let p = w.plan();
     w.apply(&p);
     let v = verbs(&w.plan());
-    assert_eq!(v.iter().filter(|a| a.contains("Lifecycle")).count(), 0, "unscheduled: {v:?}");
-    assert_eq!(count(&v, "SetInPlaceUpdateReady"), 1, "gate set True even before scheduling: {v:?}");
+    assert_eq!(
+        v.iter().filter(|a| a.contains("Lifecycle")).count(),
+        0,
+        "unscheduled: {v:?}"
+    );
+    assert_eq!(
+        count(&v, "SetInPlaceUpdateReady"),
+        1,
+        "gate set True even before scheduling: {v:?}"
+    );
     w.kubelet();
     let v = verbs(&w.plan());
     assert_eq!(count(&v, "Lifecycle"), 1, "{v:?}");
@@ -136,15 +177,27 @@ fn new_pod_gets_ready_and_normal_only_once_scheduled() {
 #[test]
 fn pre_delete_hook_moves_to_preparing_delete() {
     let mut w = World::new(cloneset(2, "nginx:1", json!({})));
-    w.cs.spec.lifecycle = Some(serde_json::from_value(json!({"preDelete": {"labelsHandler": {"hold": "true"}}})).unwrap());
+    w.cs.spec.lifecycle =
+        Some(serde_json::from_value(json!({"preDelete": {"labelsHandler": {"hold": "true"}}})).unwrap());
     w.converge(10);
     let victim = w.names()[0].clone();
-    w.pod_mut(&victim).unwrap().metadata.labels.as_mut().unwrap().insert("hold".into(), "true".into());
+    w.pod_mut(&victim)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("hold".into(), "true".into());
     w.cs.spec.replicas = Some(1);
     let p = w.plan();
-    assert_eq!(verbs(&p).iter().filter(|a| !a.contains("Revision")).cloned().collect::<Vec<_>>(), vec![format!(
-        "PatchPodMetadata {victim} Lifecycle"
-    )]);
+    assert_eq!(
+        verbs(&p)
+            .iter()
+            .filter(|a| !a.contains("Revision"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![format!("PatchPodMetadata {victim} Lifecycle")]
+    );
     w.apply(&p);
     assert_eq!(w.labels(&victim)[keys::LIFECYCLE_STATE_LABEL], "PreparingDelete");
     // Hooked: nothing more.
@@ -159,7 +212,13 @@ fn pre_delete_hook_moves_to_preparing_delete() {
     w.cs.spec.replicas = Some(1);
     w.kubelet();
     w.converge(10);
-    w.pod_mut(&victim).unwrap().metadata.labels.as_mut().unwrap().remove("hold");
+    w.pod_mut(&victim)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("hold");
     w.converge(10);
     assert_eq!(w.pods.len(), 1);
 }
@@ -171,14 +230,26 @@ fn in_place_update_hook_waits_in_preparing_update() {
         Some(serde_json::from_value(json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}})).unwrap());
     w.converge(10);
     let n = w.names()[0].clone();
-    w.pod_mut(&n).unwrap().metadata.labels.as_mut().unwrap().insert("hold".into(), "true".into());
+    w.pod_mut(&n)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("hold".into(), "true".into());
     set_image(&mut w, "nginx:2");
     let p = w.plan();
     w.apply(&p);
     assert_eq!(w.labels(&n)[keys::LIFECYCLE_STATE_LABEL], "PreparingUpdate");
     assert_eq!(w.image(&n), "nginx:1");
     assert_eq!(count(&verbs(&w.plan()), "StartInPlaceUpdate"), 0);
-    w.pod_mut(&n).unwrap().metadata.labels.as_mut().unwrap().remove("hold");
+    w.pod_mut(&n)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("hold");
     assert_eq!(count(&verbs(&w.plan()), "StartInPlaceUpdate"), 1);
     w.converge(20);
     assert_eq!(w.image(&n), "nginx:2");
@@ -192,12 +263,19 @@ fn pods_to_delete_is_truncated() {
     w.converge(10);
     w.cs.spec.scale_strategy = Some(serde_json::from_value(json!({"podsToDelete": ["gone"]})).unwrap());
     let v = verbs(&w.plan());
-    assert!(v.contains(&"TruncatePodsToDelete [\"gone\"]".to_string()), "{v:?}");
+    assert!(
+        v.contains(&"TruncatePodsToDelete [\"gone\"]".to_string()),
+        "{v:?}"
+    );
 }
 
 #[test]
 fn max_surge_creates_before_updating() {
-    let mut w = World::new(cloneset(3, "nginx:1", json!({"maxSurge": 1, "maxUnavailable": 0})));
+    let mut w = World::new(cloneset(
+        3,
+        "nginx:1",
+        json!({"maxSurge": 1, "maxUnavailable": 0}),
+    ));
     w.converge(10);
     set_image(&mut w, "nginx:2");
     let p = w.plan();
@@ -221,11 +299,23 @@ fn max_surge_creates_before_updating() {
 
 #[test]
 fn progressing_condition_follows_kruise() {
-    let mut w = World::new(cloneset(2, "nginx:1", json!({"type": "InPlaceIfPossible", "maxUnavailable": 1})));
+    let mut w = World::new(cloneset(
+        2,
+        "nginx:1",
+        json!({"type": "InPlaceIfPossible", "maxUnavailable": 1}),
+    ));
     w.cs.spec.progress_deadline_seconds = Some(30);
     w.converge(10);
     let cond = |w: &World| {
-        let c = w.cs.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Progressing").cloned().unwrap();
+        let c =
+            w.cs.status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Progressing")
+                .cloned()
+                .unwrap();
         (c.status, c.reason)
     };
     assert_eq!(cond(&w), ("True".to_string(), "CloneSetAvailable".to_string()));
@@ -239,7 +329,10 @@ fn progressing_condition_follows_kruise() {
     w.advance(31);
     let p = w.plan();
     w.apply(&p);
-    assert_eq!(cond(&w), ("False".to_string(), "ProgressDeadlineExceeded".to_string()));
+    assert_eq!(
+        cond(&w),
+        ("False".to_string(), "ProgressDeadlineExceeded".to_string())
+    );
     // Paused wins.
     w.cs.spec.update_strategy.as_mut().unwrap().paused = true;
     let p = w.plan();
@@ -249,7 +342,14 @@ fn progressing_condition_follows_kruise() {
     w.cs.spec.progress_deadline_seconds = None;
     let p = w.plan();
     w.apply(&p);
-    assert!(w.cs.status.as_ref().unwrap().conditions.iter().all(|c| c.type_ != "Progressing"));
+    assert!(
+        w.cs.status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.type_ != "Progressing")
+    );
 }
 
 #[test]

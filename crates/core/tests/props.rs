@@ -40,20 +40,22 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         proptest::collection::vec(0..8usize, 0..2),
         1..3usize,
     )
-        .prop_map(|(r0, r1, partition, mu, ms, in_place, grace, env_change, broken, deletes, k)| Scenario {
-            r0,
-            r1,
-            partition,
-            // Kruise validation: maxUnavailable and maxSurge not both < 1.
-            mu: if mu == 0 && ms == 0 { 1 } else { mu },
-            ms,
-            in_place,
-            grace,
-            env_change,
-            broken,
-            deletes,
-            kubelet_every: k,
-        })
+        .prop_map(
+            |(r0, r1, partition, mu, ms, in_place, grace, env_change, broken, deletes, k)| Scenario {
+                r0,
+                r1,
+                partition,
+                // Kruise validation: maxUnavailable and maxSurge not both < 1.
+                mu: if mu == 0 && ms == 0 { 1 } else { mu },
+                ms,
+                in_place,
+                grace,
+                env_change,
+                broken,
+                deletes,
+                kubelet_every: k,
+            },
+        )
 }
 
 fn world(s: &Scenario) -> World {
@@ -68,7 +70,11 @@ fn world(s: &Scenario) -> World {
     let c = &mut w.cs.spec.template.spec.as_mut().unwrap().containers[0];
     c.image = Some("nginx:2".into());
     if s.env_change {
-        c.env = Some(vec![k8s_openapi::api::core::v1::EnvVar { name: "E".into(), value: Some("1".into()), value_from: None }]);
+        c.env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "E".into(),
+            value: Some("1".into()),
+            value_from: None,
+        }]);
     }
     w.cs.spec.replicas = Some(s.r1);
     w.cs.metadata.generation = Some(2);
@@ -77,12 +83,23 @@ fn world(s: &Scenario) -> World {
         if let Some(n) = names.get(b % names.len().max(1)) {
             let now = w.now;
             let p = w.pod_mut(n).unwrap();
-            set_cond(p.status.as_mut().unwrap().conditions.as_mut().unwrap(), "Ready", false, now);
+            set_cond(
+                p.status.as_mut().unwrap().conditions.as_mut().unwrap(),
+                "Ready",
+                false,
+                now,
+            );
         }
     }
     for &d in &s.deletes {
         if let Some(n) = names.get(d % names.len().max(1)) {
-            w.pod_mut(n).unwrap().metadata.labels.as_mut().unwrap().insert(keys::SPECIFIED_DELETE_LABEL.into(), "true".into());
+            w.pod_mut(n)
+                .unwrap()
+                .metadata
+                .labels
+                .as_mut()
+                .unwrap()
+                .insert(keys::SPECIFIED_DELETE_LABEL.into(), "true".into());
         }
     }
     w
@@ -98,11 +115,16 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
     let facts: Vec<insitu_core::pods::PodFacts> = snap
         .pods
         .iter()
-        .map(|p| insitu_core::pods::PodFacts::new(p, w.now, spec.min_ready_seconds(), &none, &plan.update_revision))
+        .map(|p| {
+            insitu_core::pods::PodFacts::new(p, w.now, spec.min_ready_seconds(), &none, &plan.update_revision)
+        })
         .filter(|f| f.active)
         .collect();
     let n = facts.len() as i32;
-    let u = facts.iter().filter(|f| !f.available && !(f.specified_delete && !f.preparing_delete())).count() as i32;
+    let u = facts
+        .iter()
+        .filter(|f| !f.available && (!f.specified_delete || f.preparing_delete()))
+        .count() as i32;
 
     // Pods the plan takes out of service.
     let mut disrupted: HashSet<&str> = HashSet::new();
@@ -113,13 +135,24 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
             Action::DeletePod { pod, .. } => {
                 disrupted.insert(pod);
             }
-            Action::UpdatePod { pod, reason: UpdateReason::StartInPlaceUpdate, mutation, .. } => {
+            Action::UpdatePod {
+                pod,
+                reason: UpdateReason::StartInPlaceUpdate,
+                mutation,
+                ..
+            } => {
                 disrupted.insert(pod);
-                if mutation.labels.get(keys::CONTROLLER_REVISION_HASH_LABEL) == Some(&Some(plan.update_revision.clone())) {
+                if mutation.labels.get(keys::CONTROLLER_REVISION_HASH_LABEL)
+                    == Some(&Some(plan.update_revision.clone()))
+                {
                     moved_to_update.insert(pod);
                 }
             }
-            Action::PatchPodMetadata { pod, reason: UpdateReason::Recreate, .. } => {
+            Action::PatchPodMetadata {
+                pod,
+                reason: UpdateReason::Recreate,
+                ..
+            } => {
                 disrupted.insert(pod);
                 moved_to_update.insert(pod);
             }
@@ -134,8 +167,10 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
             _ => {}
         }
     }
-    let disrupted_available =
-        facts.iter().filter(|f| f.available && disrupted.contains(f.name)).count() as i32;
+    let disrupted_available = facts
+        .iter()
+        .filter(|f| f.available && disrupted.contains(f.name))
+        .count() as i32;
     let allowed = (max_unavailable + n - replicas - u).max(0);
     assert!(
         disrupted_available <= allowed,
@@ -143,12 +178,25 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
         verbs(plan)
     );
     // Never above replicas + maxSurge.
-    assert!(n + creates <= n.max(replicas + max_surge), "{n} pods + {creates} creates > {replicas} + {max_surge}");
+    assert!(
+        n + creates <= n.max(replicas + max_surge),
+        "{n} pods + {creates} creates > {replicas} + {max_surge}"
+    );
     // Never below the partition (no rollback gate).
-    let p = partition(spec.update_strategy.as_ref().and_then(|s| s.partition.as_ref()), replicas);
-    let old: Vec<_> = facts.iter().filter(|f| !f.updated && !f.preparing_delete()).collect();
+    let p = partition(
+        spec.update_strategy.as_ref().and_then(|s| s.partition.as_ref()),
+        replicas,
+    );
+    let old: Vec<_> = facts
+        .iter()
+        .filter(|f| !f.updated && !f.preparing_delete())
+        .collect();
     let old_after = old.len() as i32 - old.iter().filter(|f| moved_to_update.contains(f.name)).count() as i32;
-    assert!(old_after >= p.min(old.len() as i32), "old pods {} → {old_after} below partition {p}", old.len());
+    assert!(
+        old_after >= p.min(old.len() as i32),
+        "old pods {} → {old_after} below partition {p}",
+        old.len()
+    );
     // Deterministic.
     assert_eq!(plan, &insitu_core::plan(&snap));
 }

@@ -6,3 +6,4 @@ pub mod monitor;
 pub mod nodes_cmd;
 pub mod run_cmd;
 pub mod simtime;
+pub mod up_cmd;

@@ -1,7 +1,7 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-use insitu::{demo, nodes_cmd, run_cmd};
+use insitu::{demo, nodes_cmd, run_cmd, up_cmd};
 
 use std::process::ExitCode;
 
@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run the seed tutorial end to end on an embedded simulated cluster (no cluster needed).
     Demo(demo::DemoArgs),
+    /// Start the simulated cluster + controller on 127.0.0.1 and write a kubeconfig for kubectl.
+    Up(up_cmd::UpArgs),
     /// Run the controller against a real cluster (kubeconfig or in-cluster config).
     Run(run_cmd::RunArgs),
     /// Print the CloneSet CustomResourceDefinition as YAML.
@@ -42,6 +44,10 @@ fn main() -> ExitCode {
         Command::Demo(args) => {
             init_tracing("warn");
             demo::main(args)
+        }
+        Command::Up(args) => {
+            init_tracing("info");
+            up_cmd::main(args)
         }
         Command::Run(args) => {
             init_tracing("info");

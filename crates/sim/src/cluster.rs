@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::apiserver::ApiServer;
+use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::clock::{Clock, SimClock};
 use crate::gc::{self, GcConfig};
 use crate::kubelet::{self, ImageProfiles, KubeletConfig, NodeCapacity};
@@ -32,6 +32,8 @@ pub struct SimConfig {
     pub gc: bool,
     /// GC owner and dependent kinds.
     pub gc_config: GcConfig,
+    /// Apiserver tuning (its `seed` is replaced by [`SimConfig::seed`]).
+    pub apiserver: ApiServerConfig,
 }
 
 impl Default for SimConfig {
@@ -47,6 +49,7 @@ impl Default for SimConfig {
             scheduler: true,
             gc: true,
             gc_config: GcConfig::default(),
+            apiserver: ApiServerConfig::default(),
         }
     }
 }
@@ -82,7 +85,13 @@ impl SimCluster {
     /// client). Nodes exist and are Ready when this returns.
     pub async fn start(config: SimConfig, clock: Arc<SimClock>) -> Result<Self, kube::Error> {
         let dyn_clock: Arc<dyn Clock> = clock.clone();
-        let apiserver = ApiServer::new(dyn_clock.clone());
+        let apiserver = ApiServer::with_config(
+            dyn_clock.clone(),
+            ApiServerConfig {
+                seed: config.seed,
+                ..config.apiserver
+            },
+        );
         let client = apiserver.client();
         let kcfg = config.kubelet();
         kubelet::register(&client, dyn_clock.as_ref(), &kcfg).await?;
@@ -103,7 +112,11 @@ impl SimCluster {
             )));
         }
         if config.gc {
-            tasks.push(tokio::spawn(gc::run(client.clone(), config.gc_config.clone())));
+            tasks.push(tokio::spawn(gc::run(
+                client.clone(),
+                dyn_clock.clone(),
+                config.gc_config.clone(),
+            )));
         }
         Ok(Self {
             apiserver,

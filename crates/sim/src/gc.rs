@@ -1,6 +1,8 @@
 //! Garbage collector: deletes dependents whose owner is gone (ownerReferences), background/foreground/orphan.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -12,6 +14,11 @@ use kube::api::{
 };
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
+
+use crate::Clock;
+
+/// Delay before retrying failed work (e.g. a 500 from the apiserver).
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Finalizer asking the GC to delete dependents before the owner.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -346,7 +353,7 @@ impl Gc {
 type Tagged = (Source, Result<watcher::Event<DynamicObject>, watcher::Error>);
 
 /// Runs the garbage collector until the future is dropped.
-pub async fn run(client: Client, config: GcConfig) {
+pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
     let mut streams: Vec<BoxStream<'static, Tagged>> = Vec::new();
     for (i, ar) in config.owners.iter().enumerate() {
         let api = Api::<DynamicObject>::all_with(client.clone(), ar);
@@ -377,16 +384,34 @@ pub async fn run(client: Client, config: GcConfig) {
         queue: VecDeque::new(),
         queued: HashSet::new(),
     };
-    while let Some((source, ev)) = events.next().await {
-        match (source, ev) {
-            (_, Err(e)) => tracing::debug!(error = %e, "gc watch error"),
-            (Source::Owner(i), Ok(ev)) => gc.on_owner(i, ev),
-            (Source::Dependent(i), Ok(ev)) => gc.on_dependent(i, ev),
+    let mut failed: Vec<Work> = Vec::new();
+    let mut retry: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    loop {
+        tokio::select! {
+            next = events.next() => match next {
+                None => return,
+                Some((_, Err(e))) => tracing::debug!(error = %e, "gc watch error"),
+                Some((Source::Owner(i), Ok(ev))) => gc.on_owner(i, ev),
+                Some((Source::Dependent(i), Ok(ev))) => gc.on_dependent(i, ev),
+            },
+            () = async {
+                match retry.as_mut() {
+                    Some(sleep) => sleep.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                retry = None;
+                for w in failed.drain(..) {
+                    gc.enqueue(w);
+                }
+            }
         }
         while let Some(w) = gc.queue.pop_front() {
             gc.queued.remove(&w);
-            if let Err(e) = gc.process(w).await {
-                tracing::debug!(error = %e, "gc: work item failed");
+            if let Err(e) = gc.process(w.clone()).await {
+                tracing::debug!(error = %e, "gc: work item failed; will retry");
+                failed.push(w);
+                retry.get_or_insert_with(|| Box::pin(clock.sleep(RETRY)));
             }
         }
     }

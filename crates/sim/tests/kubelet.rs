@@ -614,3 +614,44 @@ async fn pod_deleted_while_pulling_goes_away_at_once() {
     assert!(evs.iter().any(|e| e.reason.as_deref() == Some("Pulling")
         && e.source.as_ref().and_then(|s| s.host.as_deref()) == Some("sim-node-0")));
 }
+
+#[tokio::test(start_paused = true)]
+async fn restarted_kubelet_adopts_running_pods() {
+    let clock = SimClock::new(base(), 1.0);
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let apiserver = insitu_sim::apiserver::ApiServer::new(dyn_clock.clone());
+    let client = apiserver.client();
+    let config = insitu_sim::kubelet::KubeletConfig {
+        nodes: 1,
+        ..Default::default()
+    };
+    let first = tokio::spawn(insitu_sim::cluster::run_nodes(
+        client.clone(),
+        dyn_clock.clone(),
+        config.clone(),
+    ));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut pod = seed_pod("direct", "nginx:1.19.0", false);
+    if let Some(s) = &mut pod.spec {
+        s.node_name = Some("sim-node-0".into());
+    }
+    pods.create(&PostParams::default(), &pod).await.expect("create");
+    let (before, _) = wait_for(&clock, &pods, "direct", "ready", |p| cond_is(p, "Ready", "True")).await;
+    assert!(cond_is(&before, "PodScheduled", "True"));
+    first.abort();
+    let _ = first.await;
+    let second = tokio::spawn(insitu_sim::cluster::run_nodes(client, dyn_clock, config));
+    clock.sleep(Duration::from_secs(30)).await;
+    let after = pods.get("direct").await.expect("pod");
+    assert!(cond_is(&after, "Ready", "True"));
+    let (b, a) = (container(&before), container(&after));
+    assert_eq!(
+        (a.container_id, a.restart_count),
+        (b.container_id, b.restart_count)
+    );
+    assert_eq!(
+        after.status.and_then(|s| s.pod_ip),
+        before.status.and_then(|s| s.pod_ip)
+    );
+    second.abort();
+}
