@@ -187,12 +187,16 @@ impl<'a> Planner<'a> {
         }
 
         // Kruise truncatePodsToDelete: names of pods that do not exist any more.
-        let names: HashSet<&str> = facts.iter().map(|f| f.name).collect();
-        let remove: Vec<String> = pods_to_delete
-            .iter()
-            .filter(|n| !names.contains(**n))
-            .map(|n| (*n).to_string())
-            .collect();
+        let remove: Vec<String> = if pods_to_delete.is_empty() {
+            Vec::new()
+        } else {
+            let names: HashSet<&str> = facts.iter().map(|f| f.name).collect();
+            pods_to_delete
+                .iter()
+                .filter(|n| !names.contains(**n))
+                .map(|n| (*n).to_string())
+                .collect()
+        };
         if !remove.is_empty() {
             let mut remove = remove;
             remove.sort();

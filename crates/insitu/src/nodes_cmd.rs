@@ -140,7 +140,7 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
             tasks.spawn(scheduler::run(client.clone(), clock.clone(), cfg));
         }
         if args.gc {
-            tasks.spawn(gc::run(client.clone(), GcConfig::default()));
+            tasks.spawn(gc::run(client.clone(), clock.clone(), GcConfig::default()));
         }
         tokio::select! {
             r = run_nodes(client, clock, config) => {

@@ -1,0 +1,190 @@
+//! Test harness: a simulated cluster plus the controller on virtual time, and helpers to drive scenarios.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use insitu_api::CloneSet;
+use insitu_controller::{Config, Metrics};
+use insitu_sim::cluster::{SimCluster, SimConfig};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+
+pub struct Harness {
+    pub cluster: SimCluster,
+    pub client: kube::Client,
+    pub metrics: Arc<Metrics>,
+    pub pods: Store<Pod>,
+    /// Worst number of not-ready pods seen at any pod event, per CloneSet app label, once tracking started.
+    pub max_unavailable: Arc<Mutex<Option<usize>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+pub fn seed_cloneset() -> CloneSet {
+    serde_saphyr::from_str(insitu::demo::SEED_YAML).expect("seed yaml")
+}
+
+/// A CloneSet like the seed's but named `name`, with `replicas`, no grace period and fast probes.
+pub fn cloneset(name: &str, replicas: i32) -> CloneSet {
+    let mut cs = seed_cloneset();
+    cs.metadata.name = Some(name.into());
+    cs.metadata.labels = Some([("app".to_string(), name.to_string())].into());
+    cs.spec.replicas = Some(replicas);
+    cs.spec.selector.match_labels = Some([("app".to_string(), name.to_string())].into());
+    if let Some(m) = cs.spec.template.metadata.as_mut() {
+        m.labels = Some([("app".to_string(), name.to_string())].into());
+    }
+    cs
+}
+
+impl Harness {
+    pub async fn start(seed: u64) -> Self {
+        let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap(), 1.0);
+        let cluster = SimCluster::start(SimConfig { nodes: 4, seed, ..Default::default() }, clock.clone())
+            .await
+            .expect("sim starts");
+        let client = cluster.client.clone();
+        let metrics = Arc::new(Metrics::new());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(insitu_controller::run(
+            client.clone(),
+            Config::default(),
+            Arc::new(insitu::simtime::SharedClock(clock)),
+            metrics.clone(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        let (store, writer) = reflector::store::<Pod>();
+        let max_unavailable: Arc<Mutex<Option<usize>>> = Arc::default();
+        let tracker = max_unavailable.clone();
+        let reader = store.clone();
+        let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        tokio::spawn(async move {
+            let mut events = Box::pin(watcher(pods_api, watcher::Config::default()).reflect(writer).applied_objects());
+            while events.next().await.is_some() {
+                let mut guard = tracker.lock().unwrap();
+                if let Some(worst) = guard.as_mut() {
+                    let not_ready = reader
+                        .state()
+                        .iter()
+                        .filter(|p| p.metadata.deletion_timestamp.is_none() && !is_ready(p))
+                        .count();
+                    *worst = (*worst).max(not_ready);
+                }
+            }
+        });
+        Harness { cluster, client, metrics, pods: store, max_unavailable, stop: Some(tx) }
+    }
+
+    pub fn clonesets(&self) -> Api<CloneSet> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub fn pods_api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub async fn create(&self, cs: &CloneSet) {
+        self.clonesets().create(&PostParams::default(), cs).await.expect("create cloneset");
+    }
+
+    pub async fn json_patch(&self, name: &str, patch: serde_json::Value) {
+        let p: json_patch::Patch = serde_json::from_value(patch).expect("patch");
+        self.clonesets().patch(name, &PatchParams::default(), &Patch::<()>::Json(p)).await.expect("patch cloneset");
+    }
+
+    pub async fn merge_patch(&self, name: &str, patch: serde_json::Value) {
+        self.clonesets().patch(name, &PatchParams::default(), &Patch::Merge(patch)).await.expect("patch cloneset");
+    }
+
+    pub async fn set_image(&self, name: &str, image: &str) {
+        self.json_patch(
+            name,
+            serde_json::json!([{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image}]),
+        )
+        .await;
+    }
+
+    /// Live pods of the CloneSet `app` label (no deletionTimestamp), sorted by name.
+    pub async fn pods(&self, app: &str) -> Vec<Pod> {
+        let mut pods: Vec<Pod> = self
+            .pods_api()
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .expect("list pods")
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        pods.sort_by_key(|p| p.name_any());
+        pods
+    }
+
+    pub async fn status(&self, name: &str) -> insitu_api::CloneSetStatus {
+        self.clonesets().get_status(name).await.expect("get cloneset").status.unwrap_or_default()
+    }
+
+    /// Starts recording the worst number of unavailable pods.
+    pub fn track_unavailable(&self) {
+        *self.max_unavailable.lock().unwrap() = Some(0);
+    }
+
+    pub fn worst_unavailable(&self) -> usize {
+        self.max_unavailable.lock().unwrap().unwrap_or(0)
+    }
+
+    /// Polls `check` every virtual second until it returns true, or panics after `secs` virtual seconds.
+    pub async fn wait_for<F, Fut>(&self, what: &str, secs: u64, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        for _ in 0..secs {
+            if check().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        panic!("timed out after {secs}s (virtual) waiting for: {what}");
+    }
+
+    /// Waits until `n` pods of `app` are Ready and, if given, all run `image`.
+    pub async fn wait_ready(&self, app: &str, n: usize, image: Option<&str>, secs: u64) {
+        self.wait_for(&format!("{n} ready pods of {app} on {image:?}"), secs, || async {
+            let pods = self.pods(app).await;
+            pods.len() == n
+                && pods.iter().all(|p| is_ready(p) && image.is_none_or(|i| insitu::monitor::image(p) == i))
+        })
+        .await;
+    }
+
+    pub async fn sleep(&self, secs: u64) {
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+pub fn is_ready(p: &Pod) -> bool {
+    insitu::monitor::ready(p) == "True"
+}
+
+pub fn uid(p: &Pod) -> String {
+    p.uid().unwrap_or_default()
+}
+
+/// Runs a scenario on a fresh current-thread runtime with paused (virtual) time.
+pub fn run<F: Future<Output = ()>>(f: F) {
+    insitu::simtime::runtime().expect("runtime").block_on(f);
+}
