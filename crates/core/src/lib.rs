@@ -4,9 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod explain;
 pub mod gates;
 pub mod gojson;
 pub mod inplace;
+pub mod input;
 pub mod plan;
 pub mod planner;
 pub mod pods;

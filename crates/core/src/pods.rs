@@ -50,7 +50,6 @@ pub struct PodFacts<'a> {
     pub node: &'a str,
     /// k8s `podPhaseToOrdinal`: Pending 0, Unknown 1, Running 2 (others 0).
     pub phase_ord: u8,
-    pub restarts: i32,
     pub created: Option<Timestamp>,
     pub deletion_cost: i32,
     /// At the update revision (plain hash comparison).
@@ -194,9 +193,6 @@ impl<'a> PodFacts<'a> {
             .unwrap_or("");
         let specified_delete =
             specified_label || (!pods_to_delete.is_empty() && pods_to_delete.contains(name));
-        let restarts = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
         PodFacts {
             pod,
             name,
@@ -224,7 +220,6 @@ impl<'a> PodFacts<'a> {
                 "Running" => 2,
                 _ => 0,
             },
-            restarts,
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deletion_cost,
             updated: revision::equal_to_revision(revision, update_revision),
@@ -238,6 +233,15 @@ impl<'a> PodFacts<'a> {
     /// The pod has the `InPlaceUpdateReady` readiness gate (looked up only when needed).
     pub fn has_gate(&self) -> bool {
         has_readiness_gate(self.pod)
+    }
+
+    /// k8s `maxContainerRestarts` (read only when sorting needs it).
+    pub fn restarts(&self) -> i32 {
+        self.pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
     }
 
     /// The `InPlaceUpdateReady` condition is True.

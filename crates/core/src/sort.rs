@@ -36,7 +36,7 @@ pub fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
                 Ordering::Equal
             }
         })
-        .then_with(|| b.restarts.cmp(&a.restarts))
+        .then_with(|| b.restarts().cmp(&a.restarts()))
         .then_with(|| after_or_zero(a.created, b.created))
 }
 
@@ -62,7 +62,7 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bo
                 Ordering::Equal
             }
         })
-        .then_with(|| b.restarts.cmp(&a.restarts))
+        .then_with(|| b.restarts().cmp(&a.restarts()))
         .then_with(|| after_or_zero(a.created, b.created))
         .then_with(|| a.name.cmp(b.name))
 }

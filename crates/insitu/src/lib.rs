@@ -4,6 +4,7 @@
 pub mod demo;
 pub mod monitor;
 pub mod nodes_cmd;
+pub mod plan_cmd;
 pub mod run_cmd;
 pub mod simtime;
 pub mod up_cmd;

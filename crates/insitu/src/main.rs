@@ -1,7 +1,7 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-use insitu::{demo, nodes_cmd, run_cmd, up_cmd};
+use insitu::{demo, nodes_cmd, plan_cmd, run_cmd, up_cmd};
 
 use std::process::ExitCode;
 
@@ -23,6 +23,8 @@ enum Command {
     Up(up_cmd::UpArgs),
     /// Run the controller against a real cluster (kubeconfig or in-cluster config).
     Run(run_cmd::RunArgs),
+    /// Show what the controller would do next for a CloneSet and its pods (from `kubectl get -o yaml`), and why.
+    Plan(plan_cmd::PlanArgs),
     /// Print the CloneSet CustomResourceDefinition as YAML.
     Crd,
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
             init_tracing("info");
             nodes_cmd::main(args)
         }
+        Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd => {
             print!("{}", insitu_api::crd::crd_yaml());
             Ok(ExitCode::SUCCESS)

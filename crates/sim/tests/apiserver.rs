@@ -553,7 +553,7 @@ async fn binding_and_resize() {
         (code, msg.as_str()),
         (
             409,
-            "Operation cannot be fulfilled on pods \"p\": pod p is already assigned to node \"n1\""
+            "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"n1\""
         )
     );
 

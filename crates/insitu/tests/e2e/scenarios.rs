@@ -224,6 +224,7 @@ pub async fn pause_resume(env: &Env, ns: &str) -> anyhow::Result<()> {
     create_cloneset(env, ns, fast_cloneset(name, 4, 1)).await?;
     let (cs0, before) = wait_rolled_out(env, ns, name, 4, IMAGE_V1, Duration::from_secs(60)).await?;
     let rev1 = cs0.status.clone().unwrap_or_default().update_revision;
+    let rev1_ref = rev1.as_str();
     json_patch(
         env,
         ns,
@@ -240,7 +241,7 @@ pub async fn pause_resume(env: &Env, ns: &str) -> anyhow::Result<()> {
         || async move {
             let cs = clonesets(env, ns).get(name).await?;
             let st = cs.status.clone().unwrap_or_default();
-            if Some(st.observed_generation) == cs.metadata.generation && st.update_revision != rev1 {
+            if Some(st.observed_generation) == cs.metadata.generation && st.update_revision != rev1_ref {
                 Ok(Ok(()))
             } else {
                 Ok(Err(format!("status {st:?}")))

@@ -225,7 +225,7 @@ where
     Fut: Future<Output = anyhow::Result<Result<T, String>>>,
 {
     let start = Instant::now();
-    let mut last = String::from("never checked");
+    let mut last;
     loop {
         match check().await {
             Ok(Ok(v)) => return Ok(v),

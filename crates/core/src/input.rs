@@ -1,0 +1,224 @@
+//! Builds a snapshot from loose objects (`kubectl get -o yaml` output) for `insitu plan`; pure, no I/O.
+
+use std::sync::Arc;
+
+use insitu_api::CloneSet;
+use insitu_api::validation::selector_matches;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use crate::{FeatureGates, Snapshot, revision};
+
+/// A snapshot assembled from a file, with notes on what was assumed.
+#[derive(Debug)]
+pub struct Input {
+    pub snapshot: Snapshot,
+    /// `status.currentRevision` as stored (the plan reports it even when its revision is not in the input).
+    pub stored_current_revision: Option<String>,
+    pub notes: Vec<String>,
+}
+
+/// Flattens kubectl `List`s (`kind: List` / `*List` with `items`) into single objects.
+fn flatten(v: Value, out: &mut Vec<Value>) {
+    match v {
+        Value::Null => {}
+        Value::Array(items) => items.into_iter().for_each(|i| flatten(i, out)),
+        Value::Object(mut m)
+            if m.get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List")) =>
+        {
+            if let Some(items) = m.remove("items") {
+                flatten(items, out);
+            }
+        }
+        other => out.push(other),
+    }
+}
+
+fn kind(v: &Value) -> &str {
+    v.get("kind").and_then(Value::as_str).unwrap_or("")
+}
+
+fn owned_by(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    cs: &CloneSet,
+) -> Option<bool> {
+    let refs = meta.owner_references.as_ref()?;
+    let c = refs.iter().find(|r| r.controller == Some(true))?;
+    let uid_ok = match (cs.metadata.uid.as_deref(), c.uid.as_str()) {
+        (Some(a), b) if !b.is_empty() => a == b,
+        _ => true,
+    };
+    Some(c.kind == "CloneSet" && c.name == cs.metadata.name.clone().unwrap_or_default() && uid_ok)
+}
+
+/// Picks exactly one CloneSet and the Pods/ControllerRevisions that belong to it (controller ownerReference,
+/// or no controller and matching labels, in the same namespace). With no ControllerRevisions in the input,
+/// the update revision is computed from the template, as the controller would create it.
+pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGates) -> Result<Input, String> {
+    let mut objs = Vec::new();
+    for d in docs {
+        flatten(d, &mut objs);
+    }
+    let mut notes = Vec::new();
+    let clonesets: Vec<&Value> = objs.iter().filter(|o| kind(o) == "CloneSet").collect();
+    let cs: CloneSet = match clonesets.as_slice() {
+        [one] => {
+            serde_json::from_value((*one).clone()).map_err(|e| format!("the CloneSet does not parse: {e}"))?
+        }
+        [] => {
+            return Err(
+                "no CloneSet in the input: give one CloneSet with its Pods (and ControllerRevisions)".into(),
+            );
+        }
+        many => {
+            let names: Vec<&str> = many
+                .iter()
+                .map(|c| c.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?"))
+                .collect();
+            return Err(format!(
+                "{} CloneSets in the input ({}): give exactly one (e.g. kubectl get cloneset/NAME,pods,controllerrevisions -o yaml)",
+                many.len(),
+                names.join(", ")
+            ));
+        }
+    };
+    let ns = cs.metadata.namespace.clone();
+    let same_ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        ns.is_none() || m.namespace.is_none() || m.namespace == ns
+    };
+    let empty = Default::default();
+    let mut pods = Vec::new();
+    let mut revisions = Vec::new();
+    let (mut skipped_pods, mut skipped_revs, mut other) = (0usize, 0usize, 0usize);
+    for o in &objs {
+        match kind(o) {
+            "Pod" => {
+                let p: Pod = serde_json::from_value(o.clone()).map_err(|e| {
+                    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+                    format!("pod {name} does not parse: {e}")
+                })?;
+                let mine = same_ns(&p.metadata)
+                    && owned_by(&p.metadata, &cs).unwrap_or_else(|| {
+                        selector_matches(&cs.spec.selector, p.metadata.labels.as_ref().unwrap_or(&empty))
+                    });
+                if mine {
+                    pods.push(Arc::new(p));
+                } else {
+                    skipped_pods += 1;
+                }
+            }
+            "ControllerRevision" => {
+                let r: ControllerRevision = serde_json::from_value(o.clone()).map_err(|e| {
+                    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+                    format!("controllerrevision {name} does not parse: {e}")
+                })?;
+                let mine = same_ns(&r.metadata)
+                    && owned_by(&r.metadata, &cs).unwrap_or_else(|| {
+                        selector_matches(&cs.spec.selector, r.metadata.labels.as_ref().unwrap_or(&empty))
+                    });
+                if mine {
+                    revisions.push(Arc::new(r));
+                } else {
+                    skipped_revs += 1;
+                }
+            }
+            "CloneSet" => {}
+            _ => other += 1,
+        }
+    }
+    if skipped_pods + skipped_revs > 0 {
+        notes.push(format!(
+            "ignored {skipped_pods} pod(s) and {skipped_revs} revision(s) that do not belong to CloneSet {}",
+            cs.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+    if other > 0 {
+        notes.push(format!("ignored {other} object(s) of other kinds"));
+    }
+    let stored_current = cs
+        .status
+        .as_ref()
+        .map(|s| s.current_revision.clone())
+        .filter(|s| !s.is_empty());
+    if revisions.is_empty() {
+        let ar = revision::active_revisions(&cs, &[]);
+        notes.push(format!(
+            "no ControllerRevisions in the input: update revision {} computed from the template",
+            ar.update.metadata.name.as_deref().unwrap_or_default()
+        ));
+        revisions.push(ar.update);
+    }
+    Ok(Input {
+        snapshot: Snapshot {
+            cloneset: Arc::new(cs),
+            pods,
+            revisions,
+            now,
+            gates,
+        },
+        stored_current_revision: stored_current,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cs(name: &str) -> Value {
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+               "metadata": {"name": name, "namespace": "d", "uid": "u1"},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    }
+
+    #[test]
+    fn exactly_one_cloneset() {
+        let now = Timestamp::UNIX_EPOCH;
+        let e = snapshot_from_objects(vec![], now, FeatureGates::default()).unwrap_err();
+        assert!(e.contains("no CloneSet"));
+        let e = snapshot_from_objects(
+            vec![json!({"kind": "List", "items": [cs("a"), cs("b")]})],
+            now,
+            FeatureGates::default(),
+        )
+        .unwrap_err();
+        assert!(e.contains("2 CloneSets in the input (a, b)"), "{e}");
+    }
+
+    #[test]
+    fn list_pods_and_computed_revision() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a-x", "namespace": "d", "labels": {"app": "a"},
+                         "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "a", "uid": "u1", "controller": true}]},
+            "spec": {"containers": []}});
+        let other = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "z", "namespace": "d", "labels": {"app": "z"}}, "spec": {"containers": []}});
+        let input = snapshot_from_objects(
+            vec![json!({"kind": "List", "items": [cs("a"), pod, other]})],
+            Timestamp::UNIX_EPOCH,
+            FeatureGates::default(),
+        )
+        .unwrap();
+        assert_eq!(input.snapshot.pods.len(), 1);
+        assert_eq!(input.snapshot.revisions.len(), 1);
+        assert!(
+            input
+                .notes
+                .iter()
+                .any(|n| n.contains("computed from the template"))
+        );
+        let plan = crate::plan(&input.snapshot);
+        assert!(
+            !plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, crate::Action::CreateRevision { .. }))
+        );
+    }
+}
