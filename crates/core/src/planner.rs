@@ -21,8 +21,33 @@ use crate::{FeatureGates, Snapshot};
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
 pub fn plan(s: &Snapshot) -> Plan {
-    Planner::new(s).run()
+    let p = Planner::new(s).run();
+    #[cfg(debug_assertions)]
+    golden_dump_tmp(s, &p); // GOLDEN-TMP
+    p
 }
+
+// GOLDEN-TMP: begin
+#[cfg(debug_assertions)]
+fn golden_dump_tmp(s: &Snapshot, p: &Plan) {
+    use std::hash::{Hash, Hasher};
+    use std::io::Write;
+    let Ok(path) = std::env::var("INSITU_GOLDEN") else { return };
+    let key = serde_json::json!({
+        "cs": &*s.cloneset,
+        "pods": s.pods.iter().map(|p| &**p).collect::<Vec<_>>(),
+        "revs": s.revisions.iter().map(|r| &**r).collect::<Vec<_>>(),
+        "now": s.now.to_string(),
+        "gates": format!("{:?}", s.gates),
+    })
+    .to_string();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    let line = format!("{:016x}\t{p:?}\n", h.finish());
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    f.write_all(line.as_bytes()).unwrap();
+}
+// GOLDEN-TMP: end
 
 struct Planner<'a> {
     s: &'a Snapshot,

@@ -262,7 +262,8 @@ impl Store {
     }
 
     /// Atomically reads the current object, lets `f` decide, and applies the decision.
-    /// `f` gets the current object and the resourceVersion the write will get.
+    /// `f` gets the current object and the resourceVersion the write will get. It runs under the store
+    /// lock, so it must not call back into the store (the lock is not re-entrant).
     pub fn write<E>(
         &self,
         key: &str,

@@ -482,10 +482,20 @@ async fn graceful_delete_finalizers_and_preconditions() {
         .expect("final");
     assert_eq!(api_err(pods.get("bound").await.expect_err("gone")).0, 404);
 
-    // Unscheduled: removed at once.
-    pods.delete("free", &DeleteParams::default())
+    // Unscheduled: removed at once (the answer carries the deletion marks, as the real one).
+    let gone = pods
+        .delete("free", &DeleteParams::default())
         .await
-        .expect("delete free");
+        .expect("delete free")
+        .left()
+        .expect("pod");
+    assert_eq!(
+        (
+            gone.metadata.deletion_grace_period_seconds,
+            gone.metadata.generation
+        ),
+        (Some(0), Some(2))
+    );
     assert!(pods.get_opt("free").await.expect("get").is_none());
 
     // Finalizers hold the object until removed.
@@ -499,14 +509,19 @@ async fn graceful_delete_finalizers_and_preconditions() {
         .left()
         .expect("pod");
     assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(held.metadata.deletion_grace_period_seconds, Some(0));
-    pods.patch(
-        "fin",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .expect("remove finalizer");
+    assert_eq!(
+        (
+            held.metadata.deletion_grace_period_seconds,
+            held.metadata.generation
+        ),
+        (Some(0), Some(2))
+    );
+    let unhold = json!({"metadata": {"finalizers": null}});
+    let last = pods
+        .patch("fin", &PatchParams::default(), &Patch::Merge(&unhold))
+        .await
+        .expect("remove finalizer");
+    assert!(last.metadata.finalizers.is_none());
     assert!(pods.get_opt("fin").await.expect("get").is_none());
 
     let (code, _, msg) = api_err(
@@ -572,13 +587,45 @@ async fn binding_and_resize() {
         (code, msg.as_str()),
         (
             422,
-            "Pod \"p\" is invalid: : Forbidden: Pod running on node without support for resize"
+            "Pod \"p\" is invalid: spec: Forbidden: Pod running on node without support for resize"
         )
     );
     let with_res = json!({"status": {"containerStatuses": [{"name": "c", "image": "nginx:1.27", "imageID": "", "ready": true, "restartCount": 0, "resources": {"requests": {"cpu": "100m"}}, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}});
     pods.patch_status("p", &PatchParams::default(), &Patch::Strategic(&with_res))
         .await
         .expect("status");
+    // PodResize admission: the node must exist and have room.
+    let resize_err = |p: Api<Pod>, body: Value| async move {
+        api_err(
+            p.patch_resize("p", &PatchParams::default(), &Patch::Strategic(&body))
+                .await
+                .expect_err("refused"),
+        )
+    };
+    let (code, _, msg) = resize_err(pods.clone(), resize.clone()).await;
+    assert_eq!(
+        (code, msg.as_str()),
+        (403, "pods \"p\" is forbidden: node \"n1\" not found")
+    );
+    let nodes: Api<Node> = Api::all(s.client());
+    let node: Node = serde_json::from_value(
+        json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "150m", "memory": "1Gi"}}}),
+    )
+    .expect("node");
+    nodes.create(&pp, &node).await.expect("node");
+    let (code, _, msg) = resize_err(pods.clone(), resize.clone()).await;
+    assert_eq!(
+        (code, msg.as_str()),
+        (
+            403,
+            "pods \"p\" is forbidden: node didn't have enough allocatable resources: cpu, requested: 200, allocatable: 150"
+        )
+    );
+    let grow = json!({"status": {"allocatable": {"cpu": "4", "memory": "1Gi"}}});
+    nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+        .expect("grow node");
     let r = pods
         .patch_resize("p", &PatchParams::default(), &Patch::Strategic(&resize))
         .await
@@ -881,6 +928,41 @@ async fn streaming_list_and_events() {
         .await
         .expect("list");
     assert!(none.items.is_empty());
+
+    // events.k8s.io/v1 is a view of the same storage (the kube Recorder writes there; describe reads core).
+    let new_events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(s.client());
+    let ne: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "a.2"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Pod", "name": "a", "namespace": "default"},
+        "reason": "Started", "note": "started", "type": "Normal", "action": "Start",
+        "reportingController": "insitu", "reportingInstance": "insitu-0"
+    }))
+    .expect("new event");
+    new_events
+        .create(&PostParams::default(), &ne)
+        .await
+        .expect("create events.k8s.io");
+    let series = json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:10.000000Z"}});
+    new_events
+        .patch("a.2", &PatchParams::default(), &Patch::Merge(&series))
+        .await
+        .expect("series patch");
+    let core = events.get("a.2").await.expect("core view");
+    assert_eq!(core.message.as_deref(), Some("started"));
+    assert_eq!(core.involved_object.name.as_deref(), Some("a"));
+    assert_eq!(core.reporting_component.as_deref(), Some("insitu"));
+    assert_eq!(core.series.as_ref().and_then(|s| s.count), Some(2));
+    let both = events
+        .list(&ListParams::default().fields("involvedObject.name=a"))
+        .await
+        .expect("list");
+    assert_eq!(both.items.len(), 2);
+    let regarding = new_events
+        .list(&ListParams::default().fields("regarding.name=a,reason=Started"))
+        .await
+        .expect("list");
+    assert_eq!(regarding.items.len(), 1);
+    assert_eq!(regarding.items[0].note.as_deref(), Some("started"));
 }
 
 /// A raw request through the router. `ct` is the Content-Type for writes, the Accept header for reads.
@@ -1057,10 +1139,226 @@ async fn kubectl_shapes_discovery_tables_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "manual: serves on a real port"]
 async fn serve_for_kubectl() {
-    let port: u16 = std::env::var("INSITU_SIM_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(18080);
-    let secs: u64 = std::env::var("INSITU_SIM_SECS").ok().and_then(|p| p.parse().ok()).unwrap_or(600);
+    let port: u16 = std::env::var("INSITU_SIM_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(18080);
+    let secs: u64 = std::env::var("INSITU_SIM_SECS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(600);
     let s = ApiServer::new(SimClock::new(Timestamp::now(), 1.0));
     let (addr, _h) = s.serve(([127, 0, 0, 1], port).into()).await.expect("bind");
     println!("serving on http://{addr}");
     tokio::time::sleep(Duration::from_secs(secs)).await;
+}
+
+/// Rough throughput/memory check: `INSITU_SIM_PODS=100000 cargo test -p insitu-sim --release --test apiserver
+/// many_pods -- --ignored --nocapture`.
+#[tokio::test(start_paused = true)]
+#[ignore = "slow: scale check"]
+async fn many_pods() {
+    let n: usize = std::env::var("INSITU_SIM_PODS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(20_000);
+    let s = server();
+    let pods: Api<Pod> = Api::default_namespaced(s.client());
+    let mut w = watcher(pods.clone(), watcher::Config::default()).boxed();
+    let counter = tokio::spawn(async move {
+        let mut seen = 0usize;
+        while let Some(ev) = w.next().await {
+            if let Ok(watcher::Event::Apply(_)) = ev {
+                seen += 1;
+            }
+        }
+        seen
+    });
+    let t = std::time::Instant::now();
+    let pp = PostParams::default();
+    for i in 0..n {
+        let labels = json!({"app": format!("a{}", i % 10)});
+        pods.create(&pp, &pod(&format!("p-{i}"), labels, Some("n1")))
+            .await
+            .expect("create");
+    }
+    let created = t.elapsed();
+    let t = std::time::Instant::now();
+    let all = pods.list(&ListParams::default()).await.expect("list");
+    let listed = t.elapsed();
+    let t = std::time::Instant::now();
+    let some = pods
+        .list(&ListParams::default().labels("app=a3"))
+        .await
+        .expect("list");
+    let filtered = t.elapsed();
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS")).map(str::to_string))
+        .unwrap_or_default();
+    println!(
+        "{n} pods: create {created:?} ({:.0}/s), list all {listed:?} ({} items), list 1/10 {filtered:?} ({}), {rss}",
+        n as f64 / created.as_secs_f64(),
+        all.items.len(),
+        some.items.len()
+    );
+    counter.abort();
+    assert_eq!(all.items.len(), n);
+}
+
+/// The tutorial's kubectl commands against the sim over HTTP. Needs `e2e/bin/kubectl` (skips otherwise):
+/// `cargo test -p insitu-sim --test apiserver kubectl_tutorial -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs e2e/bin/kubectl and a real port"]
+async fn kubectl_tutorial() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kubectl = root.join("e2e/bin/kubectl");
+    if !kubectl.exists() {
+        eprintln!("skipping: {} not found", kubectl.display());
+        return;
+    }
+    let s = ApiServer::new(SimClock::new(Timestamp::now(), 1.0));
+    let (addr, _h) = s.serve(([127, 0, 0, 1], 0).into()).await.expect("bind");
+    let cache = std::env::temp_dir().join(format!("insitu-kubectl-{}", addr.port()));
+    let run = |args: Vec<String>| {
+        let kubectl = kubectl.clone();
+        let cache = cache.clone();
+        let server = format!("http://{addr}");
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new(&kubectl)
+                .arg("-s")
+                .arg(&server)
+                .args(&args)
+                .env("KUBECACHEDIR", &cache)
+                .env("KUBECONFIG", "/dev/null")
+                .output()
+                .expect("run kubectl");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            println!("$ kubectl {}\n{text}", args.join(" "));
+            (out.status.success(), text)
+        })
+    };
+    let sh = |cmd: &str| cmd.split(' ').map(str::to_string).collect::<Vec<_>>();
+    let demo = root.join("examples/cloneset-demo.yaml").display().to_string();
+
+    let (ok, out) = run(vec!["apply".into(), "-f".into(), demo.clone()])
+        .await
+        .expect("join");
+    assert!(
+        ok && out.contains("cloneset.apps.kruise.io/nginx-demo created"),
+        "{out}"
+    );
+    let (ok, out) = run(vec!["apply".into(), "-f".into(), demo.clone()])
+        .await
+        .expect("join");
+    assert!(ok && out.contains("unchanged"), "{out}");
+    let (ok, out) = run(sh("get cloneset nginx-demo -o wide")).await.expect("join");
+    assert!(
+        ok && out.contains("DESIRED") && out.contains("IMAGES") && out.contains("nginx:1.19.0"),
+        "{out}"
+    );
+    let (ok, out) = run(sh("scale cloneset nginx-demo --replicas=5"))
+        .await
+        .expect("join");
+    assert!(ok && out.contains("scaled"), "{out}");
+    let (ok, out) = run(vec![
+        "patch".into(),
+        "cloneset".into(),
+        "nginx-demo".into(),
+        "--type=merge".into(),
+        "-p".into(),
+        r#"{"spec":{"replicas":4}}"#.into(),
+    ])
+    .await
+    .expect("join");
+    assert!(ok && out.contains("patched"), "{out}");
+    let (ok, out) = run(vec![
+        "patch".into(),
+        "cloneset".into(),
+        "nginx-demo".into(),
+        "--type=merge".into(),
+        "-p".into(),
+        r#"{"spec":{"replicas":4}}"#.into(),
+    ])
+    .await
+    .expect("join");
+    assert!(ok && out.contains("patched (no change)"), "{out}");
+    let (ok, out) = run(vec![
+        "patch".into(),
+        "cloneset".into(),
+        "nginx-demo".into(),
+        "-p".into(),
+        r#"{"spec":{"replicas":4}}"#.into(),
+    ])
+    .await
+    .expect("join");
+    assert!(
+        !ok && out.contains("UnsupportedMediaType") || out.contains("is not supported"),
+        "{out}"
+    );
+    let (ok, out) = run(vec![
+        "get".into(),
+        "cloneset".into(),
+        "nginx-demo".into(),
+        "-o".into(),
+        "jsonpath={.spec.replicas}".into(),
+    ])
+    .await
+    .expect("join");
+    assert!(ok && out.trim() == "4", "{out}");
+
+    // A watch sees the next change, then the server-side timeout ends it.
+    let watch = run(sh("get cloneset nginx-demo -w --request-timeout=3s"));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (ok, _) = run(sh("scale cloneset nginx-demo --replicas=6"))
+        .await
+        .expect("join");
+    assert!(ok);
+    let (_, out) = watch.await.expect("join");
+    assert!(
+        out.lines().filter(|l| l.starts_with("nginx-demo")).count() >= 2,
+        "{out}"
+    );
+
+    let pod = cache.join("pod.yaml");
+    std::fs::create_dir_all(&cache).expect("cache dir");
+    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  nodeName: n1\n  containers:\n  - name: c\n    image: nginx:1.27\n").expect("write");
+    let (ok, out) = run(vec!["apply".into(), "-f".into(), pod.display().to_string()])
+        .await
+        .expect("join");
+    assert!(ok && out.contains("pod/web created"), "{out}");
+    let (ok, out) = run(sh("get pods -l app=web")).await.expect("join");
+    assert!(
+        ok && out.contains("READY") && out.contains("0/1") && out.contains("Pending"),
+        "{out}"
+    );
+    let (ok, _) = run(vec![
+        "patch".into(),
+        "pod".into(),
+        "web".into(),
+        "--subresource=status".into(),
+        "--type=merge".into(),
+        "-p".into(),
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#.into(),
+    ])
+    .await
+    .expect("join");
+    assert!(ok);
+    let (ok, out) = run(sh("wait --for=condition=Ready pod/web --timeout=5s"))
+        .await
+        .expect("join");
+    assert!(ok && out.contains("condition met"), "{out}");
+    let (ok, out) = run(sh("delete pod web --wait=false")).await.expect("join");
+    assert!(ok && out.contains("deleted"), "{out}");
+    let (ok, out) = run(sh("get pod web")).await.expect("join");
+    assert!(ok && out.contains("Terminating"), "{out}");
+    let (ok, out) = run(sh("delete cloneset nginx-demo")).await.expect("join");
+    assert!(ok && out.contains("deleted"), "{out}");
+    let (ok, out) = run(sh("get cloneset")).await.expect("join");
+    assert!(ok && out.contains("No resources found"), "{out}");
+    let _ = std::fs::remove_dir_all(&cache);
 }

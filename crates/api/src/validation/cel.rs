@@ -1,69 +1,555 @@
 //! CEL `x-kubernetes-validations` on the CRD: the validation rules a real apiserver enforces without a webhook.
+//!
+//! Every rule mirrors one in `mod.rs`/`template.rs`, with the same message (the apiserver prefixes the field
+//! path, and `Required value`/`Forbidden`/`Duplicate value` when a `reason` is given). Rules sit on the
+//! narrowest schema node that sees all they need: a field's own node (`self` = the field), or `.spec` for
+//! cross-field rules (`self` = spec, `oldSelf` = the previous spec).
+//!
+//! Limits of CEL here:
+//! - `template` and `volumeClaimTemplates` are schemaless in Kruise's CRD, and CEL cannot see fields that are only
+//!   preserved as unknown. `crd.rs` therefore declares the few template fields these rules read (everything else
+//!   stays `x-kubernetes-preserve-unknown-fields`, nothing is pruned).
+//! - Not expressible, so Rust-only: the InPlaceOnly "only images may change" diff of the whole template spec
+//!   (CEL cannot compare undeclared fields), volume-source counting, the validity of template label keys/values,
+//!   env `valueFrom`, probe details other than the handler count, unique mount paths (too costly), and Kruise's
+//!   API look-ups of `podsToDelete` pods.
+//! - Lists, maps and strings that rules iterate are bounded (`maxItems`/`maxProperties`/`maxLength` in `crd.rs`)
+//!   so that the apiserver's static cost estimate stays within budget.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::{Value, json};
 
-/// A CEL rule with the message Kruise's webhook gives for the same mistake.
+use super::format;
+use super::msg;
+
+/// A CEL rule placed on a schema node.
+#[derive(Clone, Debug)]
 pub struct Rule {
-    pub rule: &'static str,
-    pub message: &'static str,
-    pub field_path: Option<&'static str>,
+    /// Schema node relative to `.spec`: dotted property names, `[]` for a list's items (`""` = spec itself).
+    pub path: String,
+    pub rule: String,
+    pub message: String,
+    /// `fieldPath`, relative to the node (reported instead of the node's own path).
+    pub field_path: Option<String>,
+    /// `FieldValueRequired` / `FieldValueForbidden` / `FieldValueDuplicate` (default: `FieldValueInvalid`).
+    pub reason: Option<&'static str>,
 }
 
-/// Rules on `.spec` (self = spec, oldSelf = previous spec).
-pub const SPEC_RULES: &[Rule] = &[
+fn r(path: impl Into<String>, rule: impl Into<String>, message: impl Into<String>) -> Rule {
     Rule {
-        rule: "!has(self.replicas) || self.replicas >= 0",
-        message: "must be greater than or equal to 0",
-        field_path: Some(".replicas"),
-    },
-    Rule {
-        rule: "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",
-        message: "empty selector is invalid for cloneset",
-        field_path: Some(".selector"),
-    },
-    Rule {
-        rule: "!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type in ['ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
-        message: "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
-        field_path: Some(".updateStrategy"),
-    },
-];
+        path: path.into(),
+        rule: rule.into(),
+        message: message.into(),
+        field_path: None,
+        reason: None,
+    }
+}
 
-/// Transition rules on `.spec` (need `oldSelf`).
-pub const SPEC_TRANSITION_RULES: &[Rule] = &[Rule {
-    rule: "self.selector == oldSelf.selector",
-    message: "updates to cloneset spec for fields other than 'replicas', 'template', 'lifecycle', 'scaleStrategy', 'updateStrategy', 'minReadySeconds', 'progressDeadlineSeconds', 'volumeClaimTemplates' and 'revisionHistoryLimit' are forbidden",
-    field_path: None,
-}];
+impl Rule {
+    fn at(mut self, field_path: impl Into<String>) -> Self {
+        self.field_path = Some(field_path.into());
+        self
+    }
+    fn reason(mut self, reason: &'static str) -> Self {
+        self.reason = Some(reason);
+        self
+    }
+    fn required(self) -> Self {
+        self.reason("FieldValueRequired")
+    }
+    fn forbidden(self) -> Self {
+        self.reason("FieldValueForbidden")
+    }
+}
 
-fn to_rule(r: &Rule) -> ValidationRule {
-    ValidationRule {
-        rule: r.rule.to_string(),
-        message: Some(r.message.to_string()),
-        field_path: r.field_path.map(str::to_string),
-        ..Default::default()
+/// `^[0-9]+(\.[0-9]+)?%$` as a CEL string literal.
+const PCT: &str = r"'^[0-9]+(\\.[0-9]+)?%$'";
+const DNS_LABEL: &str = "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'";
+/// Label key: optional DNS-subdomain prefix and `/`, then a 1-63 character name part.
+const QUALIFIED_NAME: &str = r"'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'";
+const LABEL_VALUE: &str = "'^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'";
+
+const REPLICAS: &str = "(has(self.replicas) ? self.replicas : 1)";
+
+fn label_key_msg() -> String {
+    format!(
+        "label keys must be qualified names: name part {}, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        format::regex_error(
+            format::QUALIFIED_NAME_MSG,
+            format::QUALIFIED_NAME_FMT,
+            &["MyName", "my.name", "123-abc"]
+        )
+    )
+}
+
+fn label_value_msg() -> String {
+    format::regex_error(
+        format::LABEL_VALUE_MSG,
+        format::LABEL_VALUE_FMT,
+        &["MyValue", "my_value", "12345"],
+    )
+}
+
+fn dns_label_msg() -> String {
+    format::regex_error(
+        format::DNS1123_LABEL_MSG,
+        format::DNS1123_LABEL_FMT,
+        &["my-name", "123-abc"],
+    )
+}
+
+/// `x` (an int-or-percent) scaled against replicas, compared with 0: `op` is `<` or `>`, `bad` the result for a
+/// malformed percentage (Kruise counts a value it cannot parse as 0).
+fn scaled_cmp(x: &str, op: &str, bad: bool) -> String {
+    let pct = format!("double({x}.substring(0, size({x}) - 1)) * double({REPLICAS})");
+    let (int_cmp, pct_cmp) = match op {
+        "<" => (format!("{x} < 1"), format!("{pct} <= 0.0")),
+        _ => (format!("{x} > 0"), format!("{pct} > 0.0")),
+    };
+    let pct_expr = if bad {
+        format!("(!{x}.matches({PCT}) || {pct_cmp})")
+    } else {
+        format!("({x}.matches({PCT}) && {pct_cmp})")
+    };
+    format!("(type({x}) == int ? {int_cmp} : {pct_expr})")
+}
+
+/// Rules for an int-or-percent field of `updateStrategy`.
+fn int_or_percent(path: &str, name: &str, nonnegative_int: bool) -> Vec<Rule> {
+    let mut out = vec![
+        r(
+            path,
+            "type(self) == int || self.endsWith('%')",
+            msg::not_percent(name),
+        ),
+        r(
+            path,
+            format!("type(self) == int || !self.endsWith('%') || self.matches({PCT})"),
+            msg::bad_percent(name),
+        ),
+    ];
+    if nonnegative_int {
+        out.push(r(path, "type(self) != int || self >= 0", msg::NONNEGATIVE));
+    }
+    out
+}
+
+/// `has(self.a) ? 1 : 0 + ...` for the handler fields of a probe or lifecycle hook.
+fn handler_count(fields: &[&str]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("(has(self.{f}) ? 1 : 0)"))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+fn container_rules(base: &str, init: bool) -> Vec<Rule> {
+    // `base` is `template.spec.containers[]` or `template.spec.initContainers[]`.
+    let sub = |s: &str| format!("{base}.{s}");
+    let mut out = vec![
+        r(
+            base,
+            "has(self.name) && size(self.name) > 0",
+            "give every container a name",
+        )
+        .at(".name")
+        .required(),
+        r(
+            base,
+            format!("!has(self.name) || size(self.name) == 0 || self.name.matches({DNS_LABEL})"),
+            dns_label_msg(),
+        )
+        .at(".name"),
+        r(
+            base,
+            "has(self.image) && size(self.image) > 0",
+            "set the container image",
+        )
+        .at(".image")
+        .required(),
+        r(
+            sub("ports[]"),
+            "self.containerPort != 0",
+            "set the port number the container listens on (1-65535)",
+        )
+        .at(".containerPort")
+        .required(),
+        r(
+            sub("ports[]"),
+            "self.containerPort == 0 || (self.containerPort >= 1 && self.containerPort <= 65535)",
+            "must be between 1 and 65535, inclusive",
+        )
+        .at(".containerPort"),
+        r(
+            sub("ports[]"),
+            "!has(self.hostPort) || self.hostPort == 0 || (self.hostPort >= 1 && self.hostPort <= 65535)",
+            "must be between 1 and 65535, inclusive",
+        )
+        .at(".hostPort"),
+        r(
+            sub("ports[]"),
+            "!has(self.protocol) || self.protocol in ['', 'SCTP', 'TCP', 'UDP']",
+            "supported values: \"SCTP\", \"TCP\", \"UDP\"",
+        )
+        .at(".protocol"),
+    ];
+    let probe_handlers = handler_count(&["exec", "httpGet", "tcpSocket", "grpc"]);
+    let hook_handlers = handler_count(&["exec", "httpGet", "tcpSocket", "sleep"]);
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        out.push(
+            r(
+                sub(probe),
+                format!("{probe_handlers} >= 1"),
+                "must specify a handler type",
+            )
+            .required(),
+        );
+        out.push(
+            r(
+                sub(probe),
+                format!("{probe_handlers} <= 1"),
+                "may not specify more than 1 handler type",
+            )
+            .forbidden(),
+        );
+    }
+    for hook in ["lifecycle.postStart", "lifecycle.preStop"] {
+        out.push(
+            r(
+                sub(hook),
+                format!("{hook_handlers} >= 1"),
+                "must specify a handler type",
+            )
+            .required(),
+        );
+        out.push(
+            r(
+                sub(hook),
+                format!("{hook_handlers} <= 1"),
+                "may not specify more than 1 handler type",
+            )
+            .forbidden(),
+        );
+    }
+    if init {
+        for field in ["lifecycle", "livenessProbe", "readinessProbe", "startupProbe"] {
+            out.push(
+                r(
+                    base,
+                    format!(
+                        "(has(self.restartPolicy) && self.restartPolicy == 'Always') || !has(self.{field})"
+                    ),
+                    "may not be set for init containers without restartPolicy=Always",
+                )
+                .at(format!(".{field}"))
+                .forbidden(),
+            );
+        }
+    }
+    out
+}
+
+/// Every CEL rule of the CRD.
+pub fn rules() -> Vec<Rule> {
+    let us = "self.updateStrategy";
+    let has_us = |f: &str| format!("has(self.updateStrategy) && has(self.updateStrategy.{f})");
+    let labels = "self.template.metadata.labels";
+    let has_labels = "has(self.template.metadata) && has(self.template.metadata.labels)";
+
+    let mut out = vec![
+        // Numbers.
+        r("replicas", "self >= 0", msg::NONNEGATIVE),
+        r("progressDeadlineSeconds", "self >= 0", msg::NONNEGATIVE),
+        r(
+            "",
+            "!has(self.progressDeadlineSeconds) || self.progressDeadlineSeconds == 2147483647 || self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",
+            msg::PDS_MIN_READY,
+        )
+        .at(".progressDeadlineSeconds"),
+        r("revisionHistoryLimit", "self >= 0", msg::NONNEGATIVE),
+        r("minReadySeconds", "self >= 0", msg::NONNEGATIVE),
+        // Selector.
+        r(
+            "selector",
+            "(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+            msg::EMPTY_SELECTOR,
+        ),
+        r(
+            "selector.matchLabels",
+            format!("self.all(k, size(k) <= 317 && k.matches({QUALIFIED_NAME}))"),
+            label_key_msg(),
+        ),
+        r(
+            "selector.matchLabels",
+            format!("self.all(k, self[k].matches({LABEL_VALUE}))"),
+            label_value_msg(),
+        ),
+        r(
+            "selector.matchExpressions[]",
+            "self.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']",
+            "not a valid selector operator (use In, NotIn, Exists or DoesNotExist)",
+        )
+        .at(".operator"),
+        r(
+            "selector.matchExpressions[]",
+            "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )
+        .at(".values")
+        .required(),
+        r(
+            "selector.matchExpressions[]",
+            "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )
+        .at(".values")
+        .forbidden(),
+        r(
+            "selector.matchExpressions[]",
+            format!("size(self.key) <= 317 && self.key.matches({QUALIFIED_NAME})"),
+            label_key_msg(),
+        )
+        .at(".key"),
+        r(
+            "selector.matchExpressions[]",
+            format!("!has(self.values) || self.values.all(v, v.matches({LABEL_VALUE}))"),
+            label_value_msg(),
+        )
+        .at(".values"),
+        r(
+            "",
+            format!(
+                "(!has(self.selector.matchLabels) || self.selector.matchLabels.all(k, {has_labels} && k in {labels} && {labels}[k] == self.selector.matchLabels[k])) && \
+                 (!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, \
+                   e.operator == 'In' ? (!has(e.values) || size(e.values) == 0 || ({has_labels} && e.key in {labels} && {labels}[e.key] in e.values)) : \
+                   e.operator == 'NotIn' ? (!({has_labels} && e.key in {labels}) || !has(e.values) || !({labels}[e.key] in e.values)) : \
+                   e.operator == 'Exists' ? ({has_labels} && e.key in {labels}) : \
+                   e.operator == 'DoesNotExist' ? !({has_labels} && e.key in {labels}) : true))"
+            ),
+            msg::SELECTOR_MISMATCH,
+        )
+        .at(".template.metadata.labels"),
+        // Template.
+        r(
+            "template",
+            "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
+            "add at least one container",
+        )
+        .at(".spec.containers")
+        .required(),
+        r(
+            "template.spec.restartPolicy",
+            "self == '' || self == 'Always'",
+            "supported values: \"Always\"",
+        ),
+        r("template.spec", "!has(self.activeDeadlineSeconds)", msg::ACTIVE_DEADLINE)
+            .at(".activeDeadlineSeconds")
+            .forbidden(),
+        r(
+            "template.spec",
+            "!has(self.ephemeralContainers) || size(self.ephemeralContainers) == 0",
+            "ephemeral containers not allowed in pod template",
+        )
+        .at(".ephemeralContainers")
+        .forbidden(),
+        r(
+            "template.spec.containers",
+            "self.all(c, !has(c.name) || self.exists_one(d, has(d.name) && d.name == c.name))",
+            "duplicate container name: container names must be unique within the pod",
+        ),
+        r(
+            "template.spec",
+            "!has(self.initContainers) || self.initContainers.all(c, !has(c.name) || (self.initContainers.exists_one(d, has(d.name) && d.name == c.name) && (!has(self.containers) || !self.containers.exists(d, has(d.name) && d.name == c.name))))",
+            "duplicate container name: container names must be unique across containers and initContainers",
+        )
+        .at(".initContainers"),
+        r("template.spec.volumes[]", "has(self.name) && size(self.name) > 0", "give every volume a name")
+            .at(".name")
+            .required(),
+        r(
+            "template.spec.volumes[]",
+            format!("!has(self.name) || size(self.name) == 0 || self.name.matches({DNS_LABEL})"),
+            dns_label_msg(),
+        )
+        .at(".name"),
+        r(
+            "template.spec.volumes",
+            "self.all(v, !has(v.name) || self.exists_one(w, has(w.name) && w.name == v.name))",
+            "duplicate volume name: volume names (including volumeClaimTemplates names) must be unique",
+        ),
+        r(
+            "volumeClaimTemplates[]",
+            "has(self.metadata) && has(self.metadata.name) && size(self.metadata.name) > 0",
+            "give every volumeClaimTemplate a name (it is also the volume name to mount)",
+        )
+        .at(".metadata.name")
+        .required(),
+        r(
+            "volumeClaimTemplates",
+            "self.all(t, !has(t.metadata) || !has(t.metadata.name) || self.exists_one(u, has(u.metadata) && has(u.metadata.name) && u.metadata.name == t.metadata.name))",
+            "duplicate volume name: volume names (including volumeClaimTemplates names) must be unique",
+        ),
+        r(
+            "",
+            "!has(self.volumeClaimTemplates) || !has(self.template.spec) || !has(self.template.spec.volumes) || self.volumeClaimTemplates.all(t, !has(t.metadata) || !has(t.metadata.name) || !self.template.spec.volumes.exists(v, has(v.name) && v.name == t.metadata.name))",
+            "duplicate volume name: volume names (including volumeClaimTemplates names) must be unique",
+        )
+        .at(".volumeClaimTemplates"),
+    ];
+    out.extend(container_rules("template.spec.containers[]", false));
+    out.extend(container_rules("template.spec.initContainers[]", true));
+
+    // Scale strategy.
+    out.push(r(
+        "scaleStrategy.podsToDelete",
+        "self.all(n, self.exists_one(m, m == n))",
+        "duplicated items: list every pod name once",
+    ));
+
+    // Update strategy.
+    out.push(r(
+        "updateStrategy.type",
+        "self in ['', 'ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
+        msg::BAD_TYPE,
+    ));
+    out.extend(int_or_percent("updateStrategy.partition", "partition", true));
+    out.extend(int_or_percent(
+        "updateStrategy.maxUnavailable",
+        "maxUnavailable",
+        true,
+    ));
+    out.extend(int_or_percent("updateStrategy.maxSurge", "maxSurge", true));
+    out.push(
+        r(
+            "",
+            format!(
+                "!(has(self.updateStrategy) && has(self.updateStrategy.type) && self.updateStrategy.type == 'InPlaceOnly' && {} && {})",
+                has_us("maxSurge"),
+                scaled_cmp(&format!("{us}.maxSurge"), ">", false)
+            ),
+            msg::INPLACEONLY_SURGE,
+        )
+        .at(".updateStrategy.maxSurge"),
+    );
+    out.push(
+        r(
+            "",
+            format!(
+                "{REPLICAS} <= 0 || !(({mu_has} ? {mu_lt1} : false) && ({ms_has} ? {ms_lt1} : true))",
+                mu_has = has_us("maxUnavailable"),
+                mu_lt1 = scaled_cmp(&format!("{us}.maxUnavailable"), "<", true),
+                ms_has = has_us("maxSurge"),
+                ms_lt1 = scaled_cmp(&format!("{us}.maxSurge"), "<", true),
+            ),
+            msg::MU_MS_LT1,
+        )
+        .at(".updateStrategy.maxUnavailable"),
+    );
+    let ps = "updateStrategy.priorityStrategy";
+    out.extend([
+        r(
+            ps,
+            "!(has(self.weightPriority) && size(self.weightPriority) > 0 && has(self.orderPriority) && size(self.orderPriority) > 0)",
+            msg::ONLY_ONE_PRIORITY,
+        )
+        .required(),
+        r(
+            ps,
+            "!has(self.weightPriority) || self.weightPriority.all(w, w.weight >= 0 && w.weight <= 100)",
+            msg::WEIGHT_RANGE,
+        )
+        .required(),
+        r(
+            ps,
+            "!has(self.weightPriority) || self.weightPriority.all(w, (has(w.matchSelector.matchLabels) && size(w.matchSelector.matchLabels) > 0) || (has(w.matchSelector.matchExpressions) && size(w.matchSelector.matchExpressions) > 0))",
+            msg::SELECTOR_CAN_NOT_BE_EMPTY,
+        )
+        .required(),
+        r(
+            ps,
+            "!has(self.weightPriority) || self.weightPriority.all(w, !has(w.matchSelector.matchExpressions) || w.matchSelector.matchExpressions.all(e, \
+             e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : \
+             e.operator in ['Exists', 'DoesNotExist'] ? (!has(e.values) || size(e.values) == 0) : false))",
+            "invalid selector: each matchExpressions entry needs operator In or NotIn with values, or Exists or DoesNotExist without values",
+        )
+        .required(),
+        r(
+            ps,
+            "!has(self.orderPriority) || self.orderPriority.all(o, size(o.orderedKey) > 0)",
+            msg::ORDER_KEY_EMPTY,
+        )
+        .required(),
+    ]);
+    out.extend([
+        r(
+            "updateStrategy.scatterStrategy",
+            "self.all(t, size(t.key) > 0)",
+            msg::SCATTER_KEY_EMPTY,
+        )
+        .required(),
+        r(
+            "updateStrategy.scatterStrategy",
+            "self.all(t, self.exists_one(u, u.key == t.key && u.value == t.value))",
+            "duplicated key=value term: list each scatter term once",
+        )
+        .required(),
+    ]);
+
+    // Transition rules (update only).
+    out.push(r("", "self.selector == oldSelf.selector", msg::IMMUTABLE).forbidden());
+    out
+}
+
+/// Finds a schema node by a `Rule::path`-style path under `node`.
+pub fn node_mut<'a>(mut node: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+    if path.is_empty() {
+        return Some(node);
+    }
+    for seg in path.split('.') {
+        let (name, items) = match seg.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (seg, false),
+        };
+        node = node.get_mut("properties")?.get_mut(name)?;
+        if items {
+            node = node.get_mut("items")?;
+        }
+    }
+    Some(node)
+}
+
+/// Adds every rule to a `.spec` schema (as JSON). Panics if a rule names a node the schema lacks (a bug).
+pub fn attach_to_spec(spec: &mut Value) {
+    for rule in rules() {
+        let node = node_mut(spec, &rule.path)
+            .unwrap_or_else(|| panic!("CEL rule on unknown schema node spec.{}", rule.path));
+        let mut v = json!({ "rule": rule.rule, "message": rule.message });
+        if let Some(fp) = &rule.field_path {
+            v["fieldPath"] = json!(fp);
+        }
+        if let Some(reason) = rule.reason {
+            v["reason"] = json!(reason);
+        }
+        let list = node
+            .as_object_mut()
+            .expect("schema node is an object")
+            .entry("x-kubernetes-validations")
+            .or_insert_with(|| json!([]));
+        list.as_array_mut().expect("validations list").push(v);
     }
 }
 
 /// Adds the rules to every version's `.spec` schema.
 pub fn attach(crd: &mut CustomResourceDefinition) {
-    for version in &mut crd.spec.versions {
-        let Some(spec) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|root| root.properties.as_mut())
-            .and_then(|props| props.get_mut("spec"))
-        else {
-            continue;
-        };
-        let rules: Vec<ValidationRule> = SPEC_RULES
-            .iter()
-            .chain(SPEC_TRANSITION_RULES)
-            .map(to_rule)
-            .collect();
-        let spec: &mut JSONSchemaProps = spec;
-        spec.x_kubernetes_validations = Some(rules);
+    let Ok(mut v) = serde_json::to_value(&*crd) else {
+        return;
+    };
+    for version in v["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        if let Some(spec) = version.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
+            attach_to_spec(spec);
+        }
+    }
+    if let Ok(c) = serde_json::from_value(v) {
+        *crd = c;
     }
 }

@@ -24,10 +24,10 @@ pub fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, 
             let Some(num) = s.strip_suffix('%') else {
                 return Err("invalid type: string is not a percentage".into());
             };
+            // Go's strconv.ParseFloat; no trimming (Kruise does none either).
             let p: f64 = num
-                .trim()
                 .parse()
-                .map_err(|_| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+                .map_err(|_| format!("strconv.ParseFloat: parsing {num:?}: invalid syntax"))?;
             let raw = p * f64::from(total) / 100.0;
             Ok(if round_up {
                 raw.ceil() as i32

@@ -1,22 +1,40 @@
 //! CloneSet validation: Kruise's webhook rules (`pkg/webhook/cloneset/validating`) as a pure function.
+//!
+//! The same rules, as far as CEL can express them, are attached to the CRD (`cel.rs`) so that a real apiserver
+//! enforces them without a webhook; the embedded apiserver and the controller call [`validate_create`] /
+//! [`validate_update`]. Messages and field paths are Kruise's (research §1.6), rendered like apimachinery's
+//! `field.Error`; where Kruise's message is a bare `Required value` / `Not found`, a short fix hint follows.
+//!
+//! insitu additions on top of Kruise (rejected values are nonsense Kruise happens to let through):
+//! `revisionHistoryLimit`, `minReadySeconds`, `maxUnavailable` and `maxSurge` must not be negative, and a
+//! percentage must be a plain non-negative decimal (`"20%"`, `"12.5%"`), not anything Go's `ParseFloat` eats.
+//!
+//! Not checked here (no API access in a pure function): Kruise's look-up of newly added `podsToDelete` names
+//! (pod missing / terminating / owned by another CloneSet). The controller drops names of pods it does not own.
 
 pub mod cel;
+pub mod format;
 pub mod intstr;
+pub mod template;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::{CloneSet, CloneSetSpec, CloneSetUpdateStrategyType};
+use crate::{CloneSet, CloneSetSpec, CloneSetUpdateStrategy, CloneSetUpdateStrategyType};
 
-/// Kind of a field error, as apimachinery's `field.ErrorType`.
+/// Kind of a field error, as apimachinery's `field.ErrorType`. The `String` payloads are the rendered bad value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     Invalid(String),
     Required,
     Forbidden,
+    /// Supported values; the bad value is in `detail`.
     NotSupported(Vec<String>),
+    Duplicate(String),
+    NotFound(String),
 }
 
 /// One field error: which field, what kind, and what to do.
@@ -29,25 +47,45 @@ pub struct FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            ErrorKind::Invalid(v) => write!(f, "{}: Invalid value: {}: {}", self.field, v, self.detail),
-            ErrorKind::Required => write!(f, "{}: Required value: {}", self.field, self.detail),
-            ErrorKind::Forbidden => write!(f, "{}: Forbidden: {}", self.field, self.detail),
+        let (ty, value) = match &self.kind {
+            ErrorKind::Invalid(v) => ("Invalid value", Some(v)),
+            ErrorKind::Required => ("Required value", None),
+            ErrorKind::Forbidden => ("Forbidden", None),
+            ErrorKind::Duplicate(v) => ("Duplicate value", Some(v)),
+            ErrorKind::NotFound(v) => ("Not found", Some(v)),
             ErrorKind::NotSupported(vals) => {
-                let quoted: Vec<String> = vals.iter().map(|v| format!("\"{v}\"")).collect();
-                write!(
+                let quoted: Vec<String> = vals.iter().map(|v| quote(v)).collect();
+                return write!(
                     f,
                     "{}: Unsupported value: {}: supported values: {}",
                     self.field,
                     self.detail,
                     quoted.join(", ")
-                )
+                );
             }
+        };
+        write!(f, "{}: {ty}", self.field)?;
+        if let Some(v) = value {
+            write!(f, ": {v}")?;
         }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
     }
 }
 
-fn invalid(field: &str, value: impl fmt::Display, detail: impl Into<String>) -> FieldError {
+/// A Go `%q`-style quoted string (what apimachinery prints for a bad string value).
+pub fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+/// A JSON-rendered value (what apimachinery prints for a bad map/struct/list value).
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+pub(crate) fn invalid(field: &str, value: impl fmt::Display, detail: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
         kind: ErrorKind::Invalid(value.to_string()),
@@ -55,51 +93,115 @@ fn invalid(field: &str, value: impl fmt::Display, detail: impl Into<String>) -> 
     }
 }
 
-/// Joins errors the way the apiserver reports an aggregate: `[e1, e2]` or just `e1`.
-pub fn aggregate(errs: &[FieldError]) -> String {
-    match errs {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
-        ),
+pub(crate) fn required(field: &str, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        kind: ErrorKind::Required,
+        detail: detail.into(),
     }
 }
 
-/// Rules that hold for every CloneSet (create and update). Kruise: `validateCloneSetSpec`.
-pub fn validate_create(cs: &CloneSet) -> Vec<FieldError> {
-    validate_spec(&cs.spec)
+pub(crate) fn forbidden(field: &str, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        kind: ErrorKind::Forbidden,
+        detail: detail.into(),
+    }
 }
 
-/// Create rules plus the update-only ones. Kruise: `validateCloneSetUpdate`.
+/// Joins errors the way the apiserver reports an aggregate (`field.ErrorList.ToAggregate`): `[e1, e2]` or just
+/// `e1`, identical messages once.
+pub fn aggregate(errs: &[FieldError]) -> String {
+    let mut seen = BTreeSet::new();
+    let msgs: Vec<String> = errs
+        .iter()
+        .map(ToString::to_string)
+        .filter(|m| seen.insert(m.clone()))
+        .collect();
+    match msgs.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
+/// Messages shared by the Rust rules and the CEL rules.
+pub mod msg {
+    pub const NONNEGATIVE: &str = "must be greater than or equal to 0";
+    pub const EMPTY_SELECTOR: &str = "empty selector is invalid for cloneset";
+    pub const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";
+    pub const ACTIVE_DEADLINE: &str = "activeDeadlineSeconds in cloneset is not Supported";
+    pub const BAD_TYPE: &str = "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'";
+    pub const INPLACEONLY_SURGE: &str = "can not use maxSurge with strategy type InPlaceOnly";
+    pub const MU_MS_LT1: &str = "maxUnavailable and maxSurge should not both be less than 1";
+    pub const PDS_MIN_READY: &str = "must be greater than minReadySeconds";
+    pub const ONLY_ONE_PRIORITY: &str = "only one of weightPriority and orderPriority can be used";
+    pub const WEIGHT_RANGE: &str = "weight must be valid number in the range 1-100";
+    pub const SELECTOR_CAN_NOT_BE_EMPTY: &str = "selector can not be empty";
+    pub const ORDER_KEY_EMPTY: &str = "order key can not be empty";
+    pub const SCATTER_KEY_EMPTY: &str = "key should not be empty";
+    pub const IMMUTABLE: &str = "updates to cloneset spec for fields other than 'replicas', 'template', 'lifecycle', 'scaleStrategy', 'updateStrategy', 'minReadySeconds', 'progressDeadlineSeconds', 'volumeClaimTemplates' and 'revisionHistoryLimit' are forbidden";
+
+    /// `"5"`-style strings: Kruise v1.9+ rejects them (they used to mean 5%).
+    pub fn not_percent(field: &str) -> String {
+        format!("failed GetScaledValueFromIntOrPercent for {field}: invalid type: string is not a percentage")
+    }
+
+    /// A `%` string whose number is not a plain non-negative decimal.
+    pub fn bad_percent(field: &str) -> String {
+        format!(
+            "failed GetScaledValueFromIntOrPercent for {field}: invalid percentage: use a non-negative number followed by '%', e.g. \"20%\" or \"12.5%\""
+        )
+    }
+}
+
+/// Rules that hold for every CloneSet (create and update). Kruise: `validateCloneSet` → `validateCloneSetSpec`.
+pub fn validate_create(cs: &CloneSet) -> Vec<FieldError> {
+    let mut errs = validate_meta(cs);
+    errs.extend(validate_spec(&cs.spec));
+    errs
+}
+
+/// Update-only rules, then the create rules on the new object. Kruise: `validateCloneSetUpdate`.
 pub fn validate_update(new: &CloneSet, old: &CloneSet) -> Vec<FieldError> {
-    let mut errs = validate_spec(&new.spec);
+    let mut errs = Vec::new();
+    // Kruise resets every mutable field to the old value and compares the rest: in v1alpha1 only the selector.
     if new.spec.selector != old.spec.selector {
-        errs.push(FieldError {
-            field: "spec".into(),
-            kind: ErrorKind::Forbidden,
-            detail: "updates to cloneset spec for fields other than 'replicas', 'template', 'lifecycle', 'scaleStrategy', 'updateStrategy', 'minReadySeconds', 'progressDeadlineSeconds', 'volumeClaimTemplates' and 'revisionHistoryLimit' are forbidden".into(),
-        });
+        errs.push(forbidden("spec", msg::IMMUTABLE));
     }
     let strategy = new.spec.update_strategy();
     if strategy.strategy_type() == Some(CloneSetUpdateStrategyType::InPlaceOnly) {
         // Kruise: core/cloneset_core.go ValidateCloneSetUpdate — only image replaces in template.spec.
-        let old_spec = serde_json::to_value(&old.spec.template.spec).unwrap_or_default();
-        let new_spec = serde_json::to_value(&new.spec.template.spec).unwrap_or_default();
-        for (op, path) in template_spec_ops(&old_spec, &new_spec) {
-            if !(op == "replace" && is_container_image_path(&path)) {
-                errs.push(FieldError {
-                    field: "spec".into(),
-                    kind: ErrorKind::Forbidden,
-                    detail: format!(
-                        "only allowed to update images in spec for InPlaceOnly, but found {op} {path}"
-                    ),
-                });
-                break;
-            }
+        let old_spec = normalized(&old.spec.template.spec);
+        let new_spec = normalized(&new.spec.template.spec);
+        if let Some((op, path)) = template_spec_ops(&old_spec, &new_spec)
+            .into_iter()
+            .find(|(op, path)| !(op == "replace" && is_container_image_path(path)))
+        {
+            errs.push(forbidden(
+                "spec",
+                format!("only allowed to update images in spec for InPlaceOnly, but found {op} {path}"),
+            ));
         }
     }
+    errs.extend(validate_create(new));
     errs
+}
+
+/// The template spec as Go's `json.Marshal` would see it: nulls and empty lists dropped (all `omitempty`).
+fn normalized<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    fn prune(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.retain(|_, x| !(x.is_null() || x.as_array().is_some_and(Vec::is_empty)));
+                m.values_mut().for_each(prune);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(prune),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(v).unwrap_or_default();
+    prune(&mut v);
+    v
 }
 
 fn is_container_image_path(path: &str) -> bool {
@@ -202,212 +304,358 @@ pub fn format_selector(sel: &LabelSelector) -> String {
     parts.join(",")
 }
 
+/// apimachinery `ValidateLabels`: keys are qualified names, values label values (errors on `path`).
+pub(crate) fn validate_labels(labels: &BTreeMap<String, String>, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (k, v) in labels {
+        for m in format::qualified_name(k) {
+            errs.push(invalid(path, quote(k), m));
+        }
+        for m in format::label_value(v) {
+            errs.push(invalid(path, quote(v), m));
+        }
+    }
+    errs
+}
+
+/// apimachinery `ValidateLabelSelector` (without `AllowInvalidLabelValueInSelector`, as Kruise calls it).
+fn validate_label_selector(sel: &LabelSelector, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(ml) = &sel.match_labels {
+        errs.extend(validate_labels(ml, &format!("{path}.matchLabels")));
+    }
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let nvals = e.values.as_ref().map_or(0, Vec::len);
+        match e.operator.as_str() {
+            "In" | "NotIn" if nvals == 0 => errs.push(required(
+                &format!("{p}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if nvals > 0 => errs.push(forbidden(
+                &format!("{p}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => errs.push(invalid(
+                &format!("{p}.operator"),
+                quote(op),
+                "not a valid selector operator (use In, NotIn, Exists or DoesNotExist)",
+            )),
+        }
+        for m in format::qualified_name(&e.key) {
+            errs.push(invalid(&format!("{p}.key"), quote(&e.key), m));
+        }
+        for (j, v) in e.values.iter().flatten().enumerate() {
+            for m in format::label_value(v) {
+                errs.push(invalid(&format!("{p}.values[{j}]"), quote(v), m));
+            }
+        }
+    }
+    errs
+}
+
+/// The error `metav1.LabelSelectorAsSelector` would return for `sel`, if any (first failing requirement).
+fn selector_parse_error(sel: &LabelSelector) -> Option<String> {
+    let requirement = |key: &str, op: &str, vals: &[String]| -> Option<String> {
+        let mut errs = Vec::new();
+        let key_errs = format::qualified_name(key);
+        if !key_errs.is_empty() {
+            errs.push(format!(
+                "key: Invalid value: {}: {}",
+                quote(key),
+                key_errs.join("; ")
+            ));
+        }
+        match op {
+            "in" | "notin" if vals.is_empty() => errs.push(format!(
+                "values: Invalid value: {}: for 'in', 'notin' operators, values set can't be empty",
+                json(vals)
+            )),
+            "exists" | "!" if !vals.is_empty() => errs.push(format!(
+                "values: Invalid value: {}: values set must be empty for exists and does not exist",
+                json(vals)
+            )),
+            _ => {}
+        }
+        for (i, v) in vals.iter().enumerate() {
+            let ve = format::label_value(v);
+            if !ve.is_empty() {
+                errs.push(format!(
+                    "values[{i}][{key}]: Invalid value: {}: {}",
+                    quote(v),
+                    ve.join("; ")
+                ));
+            }
+        }
+        match errs.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => Some(format!("[{}]", many.join(", "))),
+        }
+    };
+    for (k, v) in sel.match_labels.iter().flatten() {
+        if let Some(e) = requirement(k, "=", std::slice::from_ref(v)) {
+            return Some(e);
+        }
+    }
+    for e in sel.match_expressions.iter().flatten() {
+        let op = match e.operator.as_str() {
+            "In" => "in",
+            "NotIn" => "notin",
+            "Exists" => "exists",
+            "DoesNotExist" => "!",
+            other => return Some(format!("{} is not a valid label selector operator", quote(other))),
+        };
+        if let Some(err) = requirement(&e.key, op, e.values.as_deref().unwrap_or_default()) {
+            return Some(err);
+        }
+    }
+    None
+}
+
+/// Kruise's `ValidateObjectMeta(..., NameIsDNSSubdomain, ...)`: the name part that matters here.
+fn validate_meta(cs: &CloneSet) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(name) = cs.metadata.name.as_deref().filter(|n| !n.is_empty()) {
+        for m in format::dns1123_subdomain(name) {
+            errs.push(invalid("metadata.name", quote(name), m));
+        }
+    }
+    errs
+}
+
 fn validate_spec(spec: &CloneSetSpec) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let replicas = spec.replicas();
     if replicas < 0 {
-        errs.push(invalid(
-            "spec.replicas",
-            replicas,
-            "must be greater than or equal to 0",
-        ));
+        errs.push(invalid("spec.replicas", replicas, msg::NONNEGATIVE));
     }
-    if selector_is_empty(&spec.selector) {
+
+    // Selector: well-formed, non-empty, matching the template; then the template itself.
+    errs.extend(validate_label_selector(&spec.selector, "spec.selector"));
+    let empty = selector_is_empty(&spec.selector);
+    if empty {
         errs.push(invalid(
             "spec.selector",
-            "{}",
-            "empty selector is invalid for cloneset",
+            json(&spec.selector),
+            msg::EMPTY_SELECTOR,
+        ));
+    }
+    if selector_parse_error(&spec.selector).is_some() {
+        // Kruise skips the template checks when the selector does not parse.
+        errs.push(invalid(
+            "spec.selector",
+            json(&spec.selector),
+            "the selector cannot be parsed: fix the errors reported for spec.selector.*",
         ));
     } else {
-        let labels = spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.clone())
-            .unwrap_or_default();
-        if !selector_matches(&spec.selector, &labels) {
+        let labels = template::template_labels(&spec.template);
+        if !empty && !selector_matches(&spec.selector, &labels) {
+            let shown = match spec.template.metadata.as_ref().and_then(|m| m.labels.as_ref()) {
+                Some(l) => json(l),
+                None => "null".into(),
+            };
             errs.push(invalid(
                 "spec.template.metadata.labels",
-                format!("{labels:?}"),
-                "`selector` does not match template `labels`",
+                shown,
+                msg::SELECTOR_MISMATCH,
             ));
         }
+        let vcts = template::vct_names(&spec.volume_claim_templates);
+        errs.extend(template::validate_template(
+            &spec.template,
+            &vcts,
+            "spec.template",
+        ));
     }
-    match &spec.template.spec {
-        None => errs.push(FieldError {
-            field: "spec.template.spec".into(),
-            kind: ErrorKind::Required,
-            detail: "a pod template spec with at least one container is required".into(),
-        }),
-        Some(pod) => {
-            if pod.containers.is_empty() {
-                errs.push(FieldError {
-                    field: "spec.template.spec.containers".into(),
-                    kind: ErrorKind::Required,
-                    detail: "at least one container is required".into(),
-                });
-            }
-            let mut names = BTreeSet::new();
-            for (i, c) in pod.containers.iter().enumerate() {
-                if c.name.is_empty() {
-                    errs.push(FieldError {
-                        field: format!("spec.template.spec.containers[{i}].name"),
-                        kind: ErrorKind::Required,
-                        detail: "give every container a name".into(),
-                    });
-                } else if !names.insert(c.name.clone()) {
-                    errs.push(FieldError {
-                        field: format!("spec.template.spec.containers[{i}].name"),
-                        kind: ErrorKind::Invalid(format!("\"{}\"", c.name)),
-                        detail: "Duplicate value".into(),
-                    });
-                }
-                if c.image.as_deref().is_none_or(str::is_empty) {
-                    errs.push(FieldError {
-                        field: format!("spec.template.spec.containers[{i}].image"),
-                        kind: ErrorKind::Required,
-                        detail: "set the container image".into(),
-                    });
-                }
-            }
-            if let Some(rp) = pod.restart_policy.as_deref()
-                && !rp.is_empty()
-                && rp != "Always"
-            {
-                errs.push(FieldError {
-                    field: "spec.template.spec.restartPolicy".into(),
-                    kind: ErrorKind::NotSupported(vec!["Always".into()]),
-                    detail: format!("\"{rp}\""),
-                });
-            }
-            if pod.active_deadline_seconds.is_some() {
-                errs.push(FieldError {
-                    field: "spec.template.spec.activeDeadlineSeconds".into(),
-                    kind: ErrorKind::Forbidden,
-                    detail: "activeDeadlineSeconds in cloneset is not Supported".into(),
-                });
-            }
-        }
+
+    let pod = spec.template.spec.as_ref();
+    if let Some(rp) = pod.and_then(|p| p.restart_policy.as_deref())
+        && !rp.is_empty()
+        && rp != "Always"
+    {
+        errs.push(FieldError {
+            field: "spec.template.spec.restartPolicy".into(),
+            kind: ErrorKind::NotSupported(vec!["Always".into()]),
+            detail: quote(rp),
+        });
     }
+    if pod.and_then(|p| p.active_deadline_seconds).is_some() {
+        errs.push(forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            msg::ACTIVE_DEADLINE,
+        ));
+    }
+
     if let Some(scale) = &spec.scale_strategy {
         let mut seen = BTreeSet::new();
-        let dups: Vec<&String> = scale.pods_to_delete.iter().filter(|n| !seen.insert(*n)).collect();
+        let dups: Vec<&str> = scale
+            .pods_to_delete
+            .iter()
+            .filter(|n| !seen.insert(n.as_str()))
+            .map(String::as_str)
+            .collect();
         if !dups.is_empty() {
             errs.push(invalid(
                 "spec.scaleStrategy.podsToDelete",
-                format!("{:?}", scale.pods_to_delete),
-                format!("duplicated items {dups:?}"),
+                json(&scale.pods_to_delete),
+                format!("duplicated items [{}]", dups.join(" ")),
             ));
         }
     }
-    let strategy = spec.update_strategy();
+
+    validate_update_strategy(&spec.update_strategy(), replicas, &mut errs);
+
+    if let Some(pds) = spec.progress_deadline_seconds {
+        if pds < 0 {
+            errs.push(invalid("spec.progressDeadlineSeconds", pds, msg::NONNEGATIVE));
+        }
+        if pds != i32::MAX && pds <= spec.min_ready_seconds() {
+            errs.push(invalid("spec.progressDeadlineSeconds", pds, msg::PDS_MIN_READY));
+        }
+    }
+    // insitu additions (Kruise does not check these).
+    if let Some(v) = spec.revision_history_limit.filter(|v| *v < 0) {
+        errs.push(invalid("spec.revisionHistoryLimit", v, msg::NONNEGATIVE));
+    }
+    if let Some(v) = spec.min_ready_seconds.filter(|v| *v < 0) {
+        errs.push(invalid("spec.minReadySeconds", v, msg::NONNEGATIVE));
+    }
+    errs
+}
+
+/// Whether `s` is a plain non-negative decimal percentage: `^[0-9]+(\.[0-9]+)?%$`.
+pub(crate) fn is_plain_percent(s: &str) -> bool {
+    let Some(num) = s.strip_suffix('%') else {
+        return false;
+    };
+    let (int, frac) = match num.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (num, None),
+    };
+    let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+    digits(int) && frac.is_none_or(digits)
+}
+
+/// Scales an int-or-percent field as Kruise's webhook does, reporting format errors; a bad value counts as 0.
+fn scaled(name: &str, v: &IntOrString, replicas: i32, nonnegative: bool, errs: &mut Vec<FieldError>) -> i32 {
+    let field = format!("spec.updateStrategy.{name}");
+    match v {
+        IntOrString::Int(i) => {
+            if nonnegative && *i < 0 {
+                errs.push(invalid(&field, i, msg::NONNEGATIVE));
+            }
+            *i
+        }
+        IntOrString::String(s) if !s.ends_with('%') => {
+            errs.push(invalid(&field, quote(s), msg::not_percent(name)));
+            0
+        }
+        IntOrString::String(s) if !is_plain_percent(s) => {
+            errs.push(invalid(&field, quote(s), msg::bad_percent(name)));
+            0
+        }
+        IntOrString::String(_) => intstr::scaled_value(v, replicas, true).unwrap_or(0),
+    }
+}
+
+fn validate_update_strategy(strategy: &CloneSetUpdateStrategy, replicas: i32, errs: &mut Vec<FieldError>) {
     let ty = strategy.strategy_type();
     if ty.is_none() {
         errs.push(invalid(
             "spec.updateStrategy.type",
-            strategy.type_.clone().unwrap_or_default(),
-            "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
+            quote(strategy.type_.as_deref().unwrap_or_default()),
+            msg::BAD_TYPE,
         ));
     }
-    let scaled = |name: &str,
-                  v: &Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
-                  errs: &mut Vec<FieldError>|
-     -> i32 {
-        match v {
-            None => 0,
-            Some(v) => match intstr::scaled_value(v, replicas, true) {
-                Ok(n) => n,
-                Err(e) => {
-                    errs.push(invalid(
-                        &format!("spec.updateStrategy.{name}"),
-                        intstr::display(v),
-                        format!("failed GetScaledValueFromIntOrPercent for {name}: {e}"),
-                    ));
-                    0
-                }
-            },
+
+    // Partition: Kruise checks the scaled value (so an int), after the format.
+    if let Some(p) = &strategy.partition {
+        let partition = scaled("partition", p, replicas, false, errs);
+        if partition < 0 {
+            errs.push(invalid(
+                "spec.updateStrategy.partition",
+                partition,
+                msg::NONNEGATIVE,
+            ));
         }
-    };
-    let partition = scaled("partition", &strategy.partition, &mut errs);
-    if partition < 0 {
-        errs.push(invalid(
-            "spec.updateStrategy.partition",
-            partition,
-            "partition cannot be negative",
-        ));
     }
+
+    if let Some(p) = &strategy.priority_strategy
+        && let Some(e) = priority_error(p)
+    {
+        errs.push(required("spec.updateStrategy.priorityStrategy", e));
+    }
+    if let Some(e) = scatter_error(&strategy.scatter_strategy) {
+        errs.push(required("spec.updateStrategy.scatterStrategy", e));
+    }
+
     let max_unavailable = match &strategy.max_unavailable {
+        // Kruise's mutating webhook defaults it to 20% before validation.
         None => intstr::scaled_value(&intstr::percent("20%"), replicas, true).unwrap_or(1),
-        mu => scaled("maxUnavailable", mu, &mut errs),
+        Some(mu) => scaled("maxUnavailable", mu, replicas, true, errs),
     };
-    let max_surge = scaled("maxSurge", &strategy.max_surge, &mut errs);
-    if ty == Some(CloneSetUpdateStrategyType::InPlaceOnly) && max_surge > 0 {
-        errs.push(invalid(
-            "spec.updateStrategy.maxSurge",
-            max_surge,
-            "can not use maxSurge with strategy type InPlaceOnly",
-        ));
+    let mut max_surge = 0;
+    if let Some(ms) = &strategy.max_surge {
+        max_surge = scaled("maxSurge", ms, replicas, true, errs);
+        if ty == Some(CloneSetUpdateStrategyType::InPlaceOnly) && max_surge > 0 {
+            let shown = match ms {
+                IntOrString::Int(i) => i.to_string(),
+                IntOrString::String(s) => s.clone(),
+            };
+            errs.push(invalid(
+                "spec.updateStrategy.maxSurge",
+                quote(&shown),
+                msg::INPLACEONLY_SURGE,
+            ));
+        }
     }
     if replicas > 0 && max_unavailable < 1 && max_surge < 1 {
+        let shown = strategy
+            .max_unavailable
+            .as_ref()
+            .map_or_else(|| "null".to_string(), json);
         errs.push(invalid(
             "spec.updateStrategy.maxUnavailable",
-            max_unavailable,
-            "maxUnavailable and maxSurge should not both be less than 1",
+            shown,
+            msg::MU_MS_LT1,
         ));
     }
-    if let Some(p) = &strategy.priority_strategy {
-        let req = |detail: &str| FieldError {
-            field: "spec.updateStrategy.priorityStrategy".into(),
-            kind: ErrorKind::Required,
-            detail: detail.into(),
-        };
-        if !p.weight_priority.is_empty() && !p.order_priority.is_empty() {
-            errs.push(req("only one of weightPriority and orderPriority can be used"));
+}
+
+/// `UpdatePriorityStrategy.FieldsValidation`: the first problem.
+fn priority_error(p: &crate::UpdatePriorityStrategy) -> Option<String> {
+    if !p.weight_priority.is_empty() && !p.order_priority.is_empty() {
+        return Some(msg::ONLY_ONE_PRIORITY.into());
+    }
+    for w in &p.weight_priority {
+        if w.weight < 0 || w.weight > 100 {
+            return Some(msg::WEIGHT_RANGE.into());
         }
-        for w in &p.weight_priority {
-            if w.weight < 0 || w.weight > 100 {
-                errs.push(req("weight must be valid number in the range 1-100"));
-            }
-            if selector_is_empty(&w.match_selector) {
-                errs.push(req("selector can not be empty"));
-            }
+        if selector_is_empty(&w.match_selector) {
+            return Some(msg::SELECTOR_CAN_NOT_BE_EMPTY.into());
         }
-        for o in &p.order_priority {
-            if o.ordered_key.is_empty() {
-                errs.push(req("order key can not be empty"));
-            }
+        if let Some(e) = selector_parse_error(&w.match_selector) {
+            return Some(format!("invalid selector {e}"));
         }
     }
+    if p.order_priority.iter().any(|o| o.ordered_key.is_empty()) {
+        return Some(msg::ORDER_KEY_EMPTY.into());
+    }
+    None
+}
+
+/// `UpdateScatterStrategy.FieldsValidation`: the first problem.
+fn scatter_error(terms: &[crate::UpdateScatterTerm]) -> Option<String> {
     let mut seen = BTreeSet::new();
-    for term in &strategy.scatter_strategy {
-        if term.key.is_empty() {
-            errs.push(invalid(
-                "spec.updateStrategy.scatterStrategy",
-                "",
-                "key should not be empty",
-            ));
-        } else if !seen.insert((term.key.clone(), term.value.clone())) {
-            errs.push(invalid(
-                "spec.updateStrategy.scatterStrategy",
-                format!("{}={}", term.key, term.value),
-                format!("duplicated key={} value={}", term.key, term.value),
-            ));
+    for t in terms {
+        if t.key.is_empty() {
+            return Some(msg::SCATTER_KEY_EMPTY.into());
+        }
+        if !seen.insert((t.key.as_str(), t.value.as_str())) {
+            return Some(format!("duplicated key={} value={}", t.key, t.value));
         }
     }
-    if let Some(pds) = spec.progress_deadline_seconds {
-        if pds < 0 {
-            errs.push(invalid(
-                "spec.progressDeadlineSeconds",
-                pds,
-                "must be greater than or equal to 0",
-            ));
-        } else if pds != i32::MAX && pds <= spec.min_ready_seconds() {
-            errs.push(invalid(
-                "spec.progressDeadlineSeconds",
-                pds,
-                "must be greater than minReadySeconds",
-            ));
-        }
-    }
-    errs
+    None
 }

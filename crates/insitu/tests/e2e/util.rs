@@ -20,7 +20,6 @@ use crate::Env;
 
 pub const IMAGE_V1: &str = "nginx:1.19.0";
 pub const IMAGE_V2: &str = "nginx:1.20.0";
-pub const IMAGE_V3: &str = "nginx:1.21.0";
 
 /// Creates the namespace (idempotent).
 pub async fn ensure_namespace(env: &Env, ns: &str) -> anyhow::Result<()> {

@@ -9,8 +9,18 @@ use super::errors::{ApiError, ApiResult, FieldErr, quote};
 use super::patch::{self, PatchKind};
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
-use super::{ApiRequest, ApiServer, format_time, json_response, pods, table, value_response, watch};
+use super::{
+    ApiRequest, ApiServer, events, format_time, json_response, pods, structural, table, value_response, watch,
+};
 use crate::store::{Object, Write, Written};
+
+/// The object a write addresses.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    rt: &'static ResourceType,
+    ns: &'a str,
+    name: &'a str,
+}
 
 /// The node a resized pod runs on.
 struct ResizeNode {
@@ -198,7 +208,7 @@ impl ApiServer {
             .get(&req.rt.key(), ns, name)
             .ok_or_else(|| ApiError::not_found(req.rt, name))?;
         if req.wants_table() {
-            let v = obj.value();
+            let v = present_value(req.rt, obj.value());
             return Ok(table::response(&table::list(
                 req,
                 &[v],
@@ -206,7 +216,7 @@ impl ApiServer {
                 self.now(),
             )));
         }
-        Ok(json_response(StatusCode::OK, obj.bytes))
+        Ok(json_response(StatusCode::OK, present(req.rt, &obj)))
     }
 
     fn selectors(&self, req: &ApiRequest) -> ApiResult<Selectors> {
@@ -233,7 +243,7 @@ impl ApiServer {
             .store()
             .list(&req.rt.key(), req.ns.as_deref(), |idx| sel.matches(idx));
         if req.wants_table() {
-            let values: Vec<Value> = items.iter().map(Object::value).collect();
+            let values: Vec<Value> = items.iter().map(|o| present_value(req.rt, o.value())).collect();
             return Ok(table::response(&table::list(
                 req,
                 &values,
@@ -255,7 +265,7 @@ impl ApiServer {
             if i > 0 {
                 buf.push(b',');
             }
-            buf.extend_from_slice(&o.bytes);
+            buf.extend_from_slice(&present(rt, o));
         }
         buf.extend_from_slice(b"]}");
         Ok(json_response(StatusCode::OK, buf))
@@ -264,9 +274,9 @@ impl ApiServer {
     // ---------- create ----------
 
     fn create(&self, req: &ApiRequest, ns: &str) -> ApiResult<Response> {
-        let body = parse_object(req)?;
-        let obj = self.create_value(req.rt, ns, body)?;
-        Ok(json_response(StatusCode::CREATED, obj.bytes))
+        let body = stored_form(req.rt, parse_object(req)?);
+        let obj = self.create_value(storage_rt(req.rt), ns, body)?;
+        Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))
     }
 
     /// Creates an object (used by POST, by PUT/apply on a missing object, and at bootstrap).
@@ -396,6 +406,7 @@ impl ApiServer {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
                 }
+                structural::apply(&mut obj);
                 let cs = parse_cloneset(rt, name, &obj)?;
                 let errs = insitu_api::validation::validate_create(&cs);
                 if !errs.is_empty() {
@@ -419,6 +430,7 @@ impl ApiServer {
                     o.insert("status".into(), json!({"phase": "Active"}));
                 }
             }
+            ("", "events") => events::default_core(&mut obj),
             ("", "persistentvolumeclaims") => {
                 if let Some(o) = obj.as_object_mut() {
                     o.insert("status".into(), json!({"phase": "Pending"}));
@@ -433,14 +445,17 @@ impl ApiServer {
     // ---------- update / patch ----------
 
     fn update(&self, req: &ApiRequest, ns: &str, name: &str, mode: Mode) -> ApiResult<Response> {
-        let rt = req.rt;
-        let body = parse_object(req)?;
+        let rt = storage_rt(req.rt);
+        let body = stored_form(req.rt, parse_object(req)?);
+        if rt.create_on_update {
+            // Checked outside the store lock (the store is not re-entrant).
+            self.ensure_namespace(rt, ns)?;
+        }
         let node = self.resize_node(rt, ns, name, mode);
         let mut create = false;
         let written = self.store().write(&rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if rt.create_on_update && mode == Mode::Main {
-                    self.ensure_namespace(rt, ns)?;
                     create = true;
                     return self.prepare_create(rt, ns, name, body.clone()).map(Write::Put);
                 }
@@ -448,61 +463,65 @@ impl ApiServer {
             };
             let old = cur.value();
             check_rv(rt, name, &body, &old)?;
-            self.finish_update(rt, ns, name, mode, body.clone(), &old, node.as_ref())
+            self.finish_update(Target { rt, ns, name }, mode, body.clone(), &old, node.as_ref())
         })?;
         let code = if create {
             StatusCode::CREATED
         } else {
             StatusCode::OK
         };
-        written_response(code, &written)
+        written_response(req.rt, code, &written)
     }
 
     fn patch(&self, req: &ApiRequest, ns: &str, name: &str, mode: Mode) -> ApiResult<Response> {
-        let rt = req.rt;
+        let view = req.rt;
+        let rt = storage_rt(view);
         let kind = PatchKind::from_content_type(req.content_type())
             .ok_or_else(|| ApiError::unsupported_media(&patch::accepted(rt.smp)))?;
         if kind == PatchKind::Strategic && !rt.smp {
             return Err(ApiError::unsupported_media(&patch::accepted(false)));
+        }
+        if kind == PatchKind::Apply {
+            self.ensure_namespace(rt, ns)?;
         }
         let node = self.resize_node(rt, ns, name, mode);
         let mut create = false;
         let written = self.store().write(&rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if kind == PatchKind::Apply && mode == Mode::Main {
-                    self.ensure_namespace(rt, ns)?;
-                    let body = patch::parse_body(&req.body, true)?;
+                    let body = stored_form(view, patch::parse_body(&req.body, true)?);
                     create = true;
                     return self.prepare_create(rt, ns, name, body).map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
             let old = cur.value();
-            let mut new = old.clone();
+            // Patches apply to the object as the client sees it.
+            let mut new = present_value(view, old.clone());
             patch::apply(kind, &mut new, &req.body)?;
+            let new = stored_form(view, new);
             check_rv(rt, name, &new, &old)?;
-            self.finish_update(rt, ns, name, mode, new, &old, node.as_ref())
+            self.finish_update(Target { rt, ns, name }, mode, new, &old, node.as_ref())
         })?;
         let code = if create {
             StatusCode::CREATED
         } else {
             StatusCode::OK
         };
-        written_response(code, &written)
+        written_response(view, code, &written)
     }
 
     /// The update strategy shared by PUT and PATCH: server-managed metadata, status/spec split,
     /// validation, generation, no-op detection and finalizer-driven deletion.
     fn finish_update(
         &self,
-        rt: &'static ResourceType,
-        ns: &str,
-        name: &str,
+        target: Target<'_>,
         mode: Mode,
         mut new: Value,
         old: &Value,
         resize_node: Option<&ResizeNode>,
     ) -> ApiResult<Write> {
+        let Target { rt, ns, name } = target;
         {
             let meta = meta_mut(&mut new)?;
             match meta.get("name").and_then(Value::as_str) {
@@ -569,6 +588,9 @@ impl ApiServer {
                 if rt.is_pod() {
                     pods::default_spec(&mut new);
                 }
+                if rt.group.is_empty() && rt.resource == "events" {
+                    events::default_core(&mut new);
+                }
             }
             Mode::Status => {
                 if rt.is_cloneset() || rt.group == "apiextensions.k8s.io" {
@@ -599,7 +621,11 @@ impl ApiServer {
                 // PodResize admission (after validation): the node must exist and fit the new requests.
                 if let Some(rn) = resize_node.filter(|rn| !rn.name.is_empty()) {
                     let Some(node) = &rn.node else {
-                        return Err(ApiError::forbidden(rt, name, &format!("node {} not found", quote(&rn.name))));
+                        return Err(ApiError::forbidden(
+                            rt,
+                            name,
+                            &format!("node {} not found", quote(&rn.name)),
+                        ));
                     };
                     if new != *old
                         && let Err(why) = pods::check_allocatable(&new, node)
@@ -612,6 +638,9 @@ impl ApiServer {
                     }
                 }
             }
+        }
+        if rt.is_cloneset() {
+            structural::apply(&mut new);
         }
         if mode == Mode::Main {
             if rt.is_pod() {
@@ -669,10 +698,17 @@ impl ApiServer {
             return None;
         }
         let pod = self.store().get(&rt.key(), ns, name)?.value();
-        let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string();
+        let node_name = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let nodes = resources::find("", "v1", "nodes")?;
         let node = self.store().get(&nodes.key(), "", &node_name).map(|o| o.value());
-        Some(ResizeNode { name: node_name, node })
+        Some(ResizeNode {
+            name: node_name,
+            node,
+        })
     }
 
     fn ensure_namespace(&self, rt: &ResourceType, ns: &str) -> ApiResult<()> {
@@ -840,7 +876,7 @@ impl ApiServer {
             let replicas = scale_replicas(name, &body)?;
             let mut new = old.clone();
             set_replicas(&mut new, replicas);
-            self.finish_update(rt, ns, name, Mode::Main, new, &old, None)
+            self.finish_update(Target { rt, ns, name }, Mode::Main, new, &old, None)
         })?;
         let obj = written.object().map(Object::value).unwrap_or(Value::Null);
         Ok(value_response(StatusCode::OK, &scale_of(&obj)))
@@ -864,7 +900,7 @@ impl ApiServer {
             let replicas = scale_replicas(name, &scale)?;
             let mut new = old.clone();
             set_replicas(&mut new, replicas);
-            self.finish_update(rt, ns, name, Mode::Main, new, &old, None)
+            self.finish_update(Target { rt, ns, name }, Mode::Main, new, &old, None)
         })?;
         let obj = written.object().map(Object::value).unwrap_or(Value::Null);
         Ok(value_response(StatusCode::OK, &scale_of(&obj)))
@@ -981,7 +1017,12 @@ fn kind_conflict(rt: &ResourceType, name: &str, why: &str) -> ApiError {
         details["group"] = json!(rt.group);
     }
     ApiError {
-        message: format!("Operation cannot be fulfilled on {} \"{}\": {}", rt.qualified_kind(), name, why),
+        message: format!(
+            "Operation cannot be fulfilled on {} \"{}\": {}",
+            rt.qualified_kind(),
+            name,
+            why
+        ),
         details: Some(details),
         ..ApiError::conflict_msg(rt, name, why)
     }
@@ -1096,9 +1137,40 @@ fn set_replicas(obj: &mut Value, replicas: i64) {
     }
 }
 
-fn written_response(code: StatusCode, w: &Written) -> ApiResult<Response> {
+/// The resource whose storage backs `rt` (events.k8s.io Events live in core/v1 form).
+fn storage_rt(rt: &'static ResourceType) -> &'static ResourceType {
+    if rt.is_new_events() {
+        return resources::find("", "v1", "events").unwrap_or(rt);
+    }
+    rt
+}
+
+/// A request body converted to the stored form.
+fn stored_form(rt: &ResourceType, v: Value) -> Value {
+    if rt.is_new_events() {
+        events::to_core(&v)
+    } else {
+        v
+    }
+}
+
+/// A stored object as `rt`'s clients see it.
+pub(super) fn present_value(rt: &ResourceType, v: Value) -> Value {
+    if rt.is_new_events() { events::to_new(&v) } else { v }
+}
+
+/// Stored bytes as `rt`'s clients see them (no copy for the common case).
+pub(super) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
+    if rt.is_new_events() {
+        bytes::Bytes::from(serde_json::to_vec(&events::to_new(&o.value())).unwrap_or_default())
+    } else {
+        o.bytes.clone()
+    }
+}
+
+fn written_response(rt: &ResourceType, code: StatusCode, w: &Written) -> ApiResult<Response> {
     match w.object() {
-        Some(o) => Ok(json_response(code, o.bytes.clone())),
+        Some(o) => Ok(json_response(code, present(rt, o))),
         None => Err(ApiError::internal("write produced no object")),
     }
 }

@@ -6,11 +6,13 @@
 
 mod discovery;
 mod errors;
+mod events;
 mod handlers;
 mod patch;
 mod pods;
 mod resources;
 mod selectors;
+mod structural;
 mod table;
 mod watch;
 

@@ -63,7 +63,11 @@ pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiErr
                 tracing::debug!(error = %e, "json patch failed");
                 ApiError {
                     details: Some(serde_json::json!({})),
-                    ..ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
+                    ..ApiError::new(
+                        422,
+                        "Invalid",
+                        "the server rejected our request due to an error in our request",
+                    )
                 }
             })
         }

@@ -591,11 +591,20 @@ pub fn resize(patched: &Value, old: &Value) -> Result<Value, Vec<FieldErr>> {
     let mut only_cpu_mem = false;
     let mut removed: Vec<String> = Vec::new();
     for key in ["containers", "initContainers"] {
-        let list = |v: &'_ Value| v.pointer(&format!("/spec/{key}")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let list = |v: &'_ Value| {
+            v.pointer(&format!("/spec/{key}"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
         for (i, (o, n)) in list(old).iter().zip(list(&result).iter()).enumerate() {
             for kind in ["requests", "limits"] {
-                let om = o.pointer(&format!("/resources/{kind}")).and_then(Value::as_object);
-                let nm = n.pointer(&format!("/resources/{kind}")).and_then(Value::as_object);
+                let om = o
+                    .pointer(&format!("/resources/{kind}"))
+                    .and_then(Value::as_object);
+                let nm = n
+                    .pointer(&format!("/resources/{kind}"))
+                    .and_then(Value::as_object);
                 let empty = Map::new();
                 let (om, nm) = (om.unwrap_or(&empty), nm.unwrap_or(&empty));
                 let path = format!("spec.{key}[{i}].resources.{kind}");
@@ -604,16 +613,24 @@ pub fn resize(patched: &Value, old: &Value) -> Result<Value, Vec<FieldErr>> {
                     if res != "cpu" && res != "memory" {
                         only_cpu_mem |= nv != Some(ov);
                     } else if nv.is_none() && !removed.contains(&path) {
-                        errs.push(FieldErr::forbidden(&path, &format!("resource {kind} cannot be removed")));
+                        errs.push(FieldErr::forbidden(
+                            &path,
+                            &format!("resource {kind} cannot be removed"),
+                        ));
                         removed.push(path.clone());
                     }
                 }
-                only_cpu_mem |= nm.keys().any(|r| r != "cpu" && r != "memory" && !om.contains_key(r));
+                only_cpu_mem |= nm
+                    .keys()
+                    .any(|r| r != "cpu" && r != "memory" && !om.contains_key(r));
             }
         }
     }
     if only_cpu_mem {
-        errs.push(FieldErr::forbidden("spec", "only cpu and memory resources are mutable"));
+        errs.push(FieldErr::forbidden(
+            "spec",
+            "only cpu and memory resources are mutable",
+        ));
     }
     if errs.is_empty() { Ok(result) } else { Err(errs) }
 }
@@ -621,8 +638,17 @@ pub fn resize(patched: &Value, old: &Value) -> Result<Value, Vec<FieldErr>> {
 /// Pod cpu (milli) and memory (bytes) requests, as `resource.PodRequests` (max of the regular sum and
 /// any single init container).
 fn pod_requests(pod: &Value) -> (i128, i128) {
-    let req = |c: &Value, r: &str| c.pointer(&format!("/resources/requests/{r}")).and_then(quantity).unwrap_or(0);
-    let list = |p: &str| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default();
+    let req = |c: &Value, r: &str| {
+        c.pointer(&format!("/resources/requests/{r}"))
+            .and_then(quantity)
+            .unwrap_or(0)
+    };
+    let list = |p: &str| {
+        pod.pointer(p)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
     let (mut cpu, mut mem) = (0i128, 0i128);
     for c in list("/spec/containers") {
         cpu += req(&c, "cpu");
@@ -637,16 +663,35 @@ fn pod_requests(pod: &Value) -> (i128, i128) {
 
 /// The PodResize admission check: the resized pod's requests must fit the node's allocatable.
 pub fn check_allocatable(pod: &Value, node: &Value) -> Result<(), String> {
-    let alloc = |r: &str| node.pointer(&format!("/status/allocatable/{r}")).and_then(quantity).unwrap_or(0);
+    let alloc = |r: &str| {
+        node.pointer(&format!("/status/allocatable/{r}"))
+            .and_then(quantity)
+            .unwrap_or(0)
+    };
     let (cpu, mem) = pod_requests(pod);
     let mut msg = Vec::new();
     if cpu > alloc("cpu") {
-        msg.push(format!("cpu, requested: {}, allocatable: {}", cpu / 1_000_000, alloc("cpu") / 1_000_000));
+        msg.push(format!(
+            "cpu, requested: {}, allocatable: {}",
+            cpu / 1_000_000,
+            alloc("cpu") / 1_000_000
+        ));
     }
     if mem > alloc("memory") {
-        msg.push(format!("memory, requested: {}, allocatable: {}", mem / 1_000_000_000, alloc("memory") / 1_000_000_000));
+        msg.push(format!(
+            "memory, requested: {}, allocatable: {}",
+            mem / 1_000_000_000,
+            alloc("memory") / 1_000_000_000
+        ));
     }
-    if msg.is_empty() { Ok(()) } else { Err(format!("node didn't have enough allocatable resources: {}", msg.join("; "))) }
+    if msg.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "node didn't have enough allocatable resources: {}",
+            msg.join("; ")
+        ))
+    }
 }
 
 #[cfg(test)]

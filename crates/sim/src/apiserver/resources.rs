@@ -31,7 +31,16 @@ pub struct ResourceType {
 impl ResourceType {
     /// The store key (`<group>/<resource>`).
     pub fn key(&self) -> String {
+        if self.is_new_events() {
+            // events.k8s.io/v1 is a view of the core/v1 Event storage.
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.resource)
+    }
+
+    /// `events.k8s.io/v1` Events (stored as core/v1 Events).
+    pub fn is_new_events(&self) -> bool {
+        self.group == "events.k8s.io"
     }
 
     /// `v1` or `<group>/<version>`.
@@ -259,7 +268,7 @@ pub static RESOURCES: &[ResourceType] = &[
         smp: false,
         generation: true,
         create_on_update: false,
-        return_deleted: true,
+        return_deleted: false,
         fields: &[],
     },
     ResourceType {
@@ -308,7 +317,7 @@ pub fn indexer_for(rt: &ResourceType) -> crate::store::FieldIndexer {
     match (rt.group, rt.resource) {
         ("", "pods") => index_pod,
         ("", "events") => index_event,
-        ("events.k8s.io", _) => index_new_event,
+        ("events.k8s.io", _) => index_event,
         ("", "nodes") => index_node,
         ("", "namespaces") => index_namespace,
         _ => index_none,
@@ -360,21 +369,6 @@ fn index_event(v: &Value) -> Vec<(&'static str, String)> {
         ("reason", text(v, "/reason")),
         ("reportingComponent", text(v, "/reportingComponent")),
         ("source", text(v, "/source/component")),
-        ("type", text(v, "/type")),
-    ]
-}
-
-fn index_new_event(v: &Value) -> Vec<(&'static str, String)> {
-    vec![
-        ("regarding.kind", text(v, "/regarding/kind")),
-        ("regarding.namespace", text(v, "/regarding/namespace")),
-        ("regarding.name", text(v, "/regarding/name")),
-        ("regarding.uid", text(v, "/regarding/uid")),
-        ("regarding.apiVersion", text(v, "/regarding/apiVersion")),
-        ("regarding.resourceVersion", text(v, "/regarding/resourceVersion")),
-        ("regarding.fieldPath", text(v, "/regarding/fieldPath")),
-        ("reason", text(v, "/reason")),
-        ("reportingController", text(v, "/reportingController")),
         ("type", text(v, "/type")),
     ]
 }

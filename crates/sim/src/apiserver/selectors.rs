@@ -211,6 +211,9 @@ impl FieldSelector {
                     "field label not supported: {field}"
                 )));
             }
+            if rt.is_new_events() {
+                field = super::events::core_field(&field);
+            }
             let value = unescape(value.trim());
             reqs.push(if neg {
                 FieldReq::NotEq(field, value)

@@ -46,16 +46,17 @@ impl Renderer {
     fn line(&mut self, ty: &str, obj: &Object) -> Bytes {
         match &mut self.table {
             None => {
-                let mut b = BytesMut::with_capacity(obj.bytes.len() + 32);
+                let bytes = super::handlers::present(self.rt, obj);
+                let mut b = BytesMut::with_capacity(bytes.len() + 32);
                 b.put_slice(b"{\"type\":\"");
                 b.put_slice(ty.as_bytes());
                 b.put_slice(b"\",\"object\":");
-                b.put_slice(&obj.bytes);
+                b.put_slice(&bytes);
                 b.put_slice(b"}\n");
                 b.freeze()
             }
             Some(ts) => {
-                let v = obj.value();
+                let v = super::handlers::present_value(self.rt, obj.value());
                 let t = table::table(
                     self.rt,
                     &[v],
@@ -158,15 +159,12 @@ pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> Api
     let from = if send_initial || rv.is_empty() || rv == "0" {
         WatchFrom::Snapshot
     } else {
-        WatchFrom::After(
-            rv.parse()
-                .map_err(|_| {
-                    let q = super::errors::quote(rv);
-                    ApiError::internal(format!(
-                        "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: invalid syntax"
-                    ))
-                })?,
-        )
+        WatchFrom::After(rv.parse().map_err(|_| {
+            let q = super::errors::quote(rv);
+            ApiError::internal(format!(
+                "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: invalid syntax"
+            ))
+        })?)
     };
     let timeout = req
         .q("timeoutSeconds")

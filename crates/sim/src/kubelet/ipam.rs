@@ -1,5 +1,4 @@
-//! Pod IP allocation: each node owns a slice of 10.0.0.0/8; IPs are unique and not reused while a pod lives
-//! (released addresses are reused only once the fresh range is exhausted, oldest first).
+//! Pod IP allocation: each node owns a slice of 10.0.0.0/8; IPs stay unique and are not reused early.
 
 use std::collections::{HashSet, VecDeque};
 use std::net::Ipv4Addr;
@@ -50,7 +49,7 @@ impl Plan {
     }
 }
 
-/// One node's pod IPs.
+/// One node's pod IPs; released addresses are reused only once the fresh range is exhausted, oldest first.
 #[derive(Clone, Debug)]
 pub struct Pool {
     base: u32,

@@ -1,7 +1,4 @@
-//! The kubelet's per-pod runtime model: image pulls, container starts, probes, crashes, kills and back-offs.
-//!
-//! Pure and synchronous: every transition happens at an exact cluster time, and a pod reports the next time it
-//! needs attention ([`PodRt::deadline`]); the agent keeps one timer queue for all pods.
+//! Per-pod runtime model (pulls, starts, probes, crashes, kills, back-offs): pure, timed transitions.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -357,7 +354,8 @@ enum KillWhy {
     PodDeleted,
 }
 
-/// The runtime state of one pod on a node.
+/// The runtime state of one pod on a node. Every transition happens at an exact cluster time; the pod reports
+/// the next time it needs attention ([`PodRt::deadline`]) and the agent keeps one timer queue for all pods.
 #[derive(Clone, Debug)]
 pub struct PodRt {
     containers: Vec<ContainerRt>,

@@ -1,0 +1,112 @@
+//! Structural-schema pruning, null-dropping and defaulting for the CloneSet CR, as the CRD handler does.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+
+/// The CloneSet's `openAPIV3Schema`, computed once.
+fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        serde_json::to_value(insitu_api::crd::crd())
+            .ok()
+            .and_then(|crd| crd.pointer("/spec/versions/0/schema/openAPIV3Schema").cloned())
+            .unwrap_or(Value::Null)
+    })
+}
+
+/// Prunes unknown fields, drops non-nullable nulls and applies defaults (on the whole object).
+pub fn apply(obj: &mut Value) {
+    let schema = schema();
+    if schema.is_null() {
+        return;
+    }
+    let Some(m) = obj.as_object_mut() else { return };
+    let props = schema.get("properties").and_then(Value::as_object);
+    m.retain(|k, _| {
+        matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || props.is_some_and(|p| p.contains_key(k))
+    });
+    if let Some(props) = props {
+        for (k, sub) in props {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            visit_field(m, k, sub);
+        }
+    }
+}
+
+fn preserves(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// Handles one property of an object: null-dropping, defaulting, recursion.
+fn visit_field(parent: &mut Map<String, Value>, key: &str, schema: &Value) {
+    let nullable = schema.get("nullable").and_then(Value::as_bool) == Some(true);
+    if parent.get(key).is_some_and(Value::is_null) && !nullable {
+        parent.remove(key);
+    }
+    if !parent.contains_key(key)
+        && let Some(d) = schema.get("default")
+    {
+        parent.insert(key.to_string(), d.clone());
+    }
+    if let Some(v) = parent.get_mut(key) {
+        visit(v, schema);
+    }
+}
+
+fn visit(v: &mut Value, schema: &Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                if !preserves(schema) {
+                    m.retain(|k, _| props.contains_key(k));
+                }
+                for (k, sub) in props {
+                    visit_field(m, k, sub);
+                }
+            } else if let Some(add) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                for item in m.values_mut() {
+                    visit(item, add);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items.iter_mut() {
+                    visit(item, item_schema);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prunes_and_defaults() {
+        let mut cs = json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "x"},
+            "bogus": 1,
+            "spec": {"replicas": 1, "unknown": true, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"anything": "kept"}}},
+            "status": {"replicas": 2, "labelSelector": null, "extra": 1}
+        });
+        apply(&mut cs);
+        assert!(cs.get("bogus").is_none());
+        assert!(cs["spec"].get("unknown").is_none());
+        assert_eq!(cs["spec"]["template"]["spec"]["anything"], "kept");
+        assert_eq!(cs["status"]["replicas"], 2);
+        assert_eq!(cs["status"]["readyReplicas"], 0);
+        assert!(cs["status"].get("extra").is_none());
+        assert!(cs["status"].get("labelSelector").is_none());
+    }
+}
