@@ -217,11 +217,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
         if all.len() == 3 && all.iter().all(|p| monitor::ready(p) == "True") {
             break;
         }
-        match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
-            Ok(Some(Err(e))) => tracing::debug!("watch: {e}"),
-            Ok(None) => bail!("pod watch ended"),
-            _ => {}
-        }
+        next_event(&mut events).await?;
         show(&store, &clock, &out);
     }
     show(&store, &clock, &out);
@@ -272,11 +268,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
         if clock.now().duration_since(change_at).as_secs_f64() > deadline.as_secs_f64() {
             bail!("rollout did not finish within {} cluster seconds", args.timeout);
         }
-        match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
-            Ok(Some(Err(e))) => tracing::debug!("watch: {e}"),
-            Ok(None) => bail!("pod watch ended"),
-            _ => {}
-        }
+        next_event(&mut events).await?;
         show(&store, &clock, &out);
     }
     show(&store, &clock, &out);
@@ -351,6 +343,19 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
     drop(cluster);
     Ok(report)
+}
+
+/// Waits for the next pod watch event (or 5 cluster seconds), so the loops re-check their condition.
+async fn next_event<S, T>(events: &mut S) -> anyhow::Result<()>
+where
+    S: futures::Stream<Item = Result<T, watcher::Error>> + Unpin,
+{
+    match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
+        Ok(Some(Err(e))) => tracing::debug!("watch: {e}"),
+        Ok(None) => bail!("pod watch ended"),
+        _ => {}
+    }
+    Ok(())
 }
 
 fn verification_table(r: &DemoReport) -> String {
