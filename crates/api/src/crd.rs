@@ -4,12 +4,15 @@
 //!
 //! - **Template schema.** Kruise's CRD stores `template` and `volumeClaimTemplates` schemaless
 //!   (`x-kubernetes-preserve-unknown-fields`). CEL cannot read unknown fields, so the few fields the validation
-//!   rules need are declared (labels, restartPolicy, activeDeadlineSeconds, container names/images/ports/env/
-//!   volumeMounts/probe and hook handler kinds, volume names, VCT names), each object still preserving unknown
-//!   fields: nothing is pruned, and server-side apply still treats these lists as atomic, as before.
+//!   rules need are declared (template labels, restartPolicy, activeDeadlineSeconds, ephemeralContainers,
+//!   container name/image/restartPolicy/ports/probe and hook handler kinds, volume names, VCT names), each
+//!   object still preserving unknown fields: nothing is pruned, and server-side apply still treats these lists
+//!   as atomic, as before. Declared fields get type checks (e.g. a non-string label value is rejected, as the
+//!   Go types in Kruise's webhook would).
 //! - **Bounds.** Lists, maps and strings that CEL rules iterate get `maxItems`/`maxProperties`/`maxLength` so the
 //!   apiserver's static cost estimate fits its budget. Where Kubernetes itself limits a value (label values 63,
-//!   DNS labels 63, pod names 253) the bound is that limit; counts are far above anything a real CloneSet uses.
+//!   DNS labels 63, pod names 253) the bound is that limit; counts are above anything a real CloneSet uses,
+//!   except `podsToDelete`, capped at 256 names per edit (its uniqueness rule is quadratic).
 //! - **Defaults** (Kruise's mutating webhook, research §1.5) that are static: `replicas: 1`,
 //!   `revisionHistoryLimit: 10`, `updateStrategy: {}` and inside it `type: ReCreate`, `partition: 0`,
 //!   `maxUnavailable: "20%"`, `maxSurge: 0`. They only fill absent fields, never `template`, so revision hashes
@@ -146,11 +149,7 @@ fn set(spec: &mut Value, path: &str, key: &str, value: Value) {
 /// Applies the template schema, bounds and defaults to a `.spec` schema (as JSON).
 pub fn shape_spec_schema(spec: &mut Value) {
     use bounds::*;
-    let description = spec["properties"]["template"]["description"].clone();
     spec["properties"]["template"] = template_schema();
-    if !description.is_null() {
-        spec["properties"]["template"]["description"] = description;
-    }
     set(
         spec,
         "volumeClaimTemplates",

@@ -1,6 +1,7 @@
 //! The `insitu` command's building blocks: the demo, the monitor table, the real-cluster runner, sim time.
 #![forbid(unsafe_code)]
 
+pub mod bench_cmd;
 pub mod demo;
 pub mod monitor;
 pub mod nodes_cmd;

@@ -1,7 +1,7 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-use insitu::{demo, nodes_cmd, plan_cmd, run_cmd, up_cmd};
+use insitu::{bench_cmd, demo, nodes_cmd, plan_cmd, run_cmd, up_cmd};
 
 use std::process::ExitCode;
 
@@ -29,6 +29,8 @@ enum Command {
     Crd,
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
     Nodes(nodes_cmd::NodesArgs),
+    /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -58,6 +60,10 @@ fn main() -> ExitCode {
         Command::Nodes(args) => {
             init_tracing("info");
             nodes_cmd::main(args)
+        }
+        Command::Bench(args) => {
+            init_tracing("warn");
+            bench_cmd::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd => {

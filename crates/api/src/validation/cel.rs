@@ -1,20 +1,24 @@
 //! CEL `x-kubernetes-validations` on the CRD: the validation rules a real apiserver enforces without a webhook.
 //!
 //! Every rule mirrors one in `mod.rs`/`template.rs`, with the same message (the apiserver prefixes the field
-//! path, and `Required value`/`Forbidden`/`Duplicate value` when a `reason` is given). Rules sit on the
-//! narrowest schema node that sees all they need: a field's own node (`self` = the field), or `.spec` for
-//! cross-field rules (`self` = spec, `oldSelf` = the previous spec).
+//! path, and `Required value`/`Forbidden` when a `reason` is given). Rules sit on the narrowest schema node
+//! that sees all they need: a field's own node (`self` = the field), or `.spec` for cross-field rules
+//! (`self` = spec, `oldSelf` = the previous spec). Only standard CEL macros/functions plus `matches`,
+//! `substring` and `double()` are used, so the CRD also loads on older apiservers (no `distinct()` etc.).
 //!
 //! Limits of CEL here:
 //! - `template` and `volumeClaimTemplates` are schemaless in Kruise's CRD, and CEL cannot see fields that are only
-//!   preserved as unknown. `crd.rs` therefore declares the few template fields these rules read (everything else
-//!   stays `x-kubernetes-preserve-unknown-fields`, nothing is pruned).
-//! - Not expressible, so Rust-only: the InPlaceOnly "only images may change" diff of the whole template spec
-//!   (CEL cannot compare undeclared fields), volume-source counting, the validity of template label keys/values,
-//!   env `valueFrom`, probe details other than the handler count, unique mount paths (too costly), and Kruise's
-//!   API look-ups of `podsToDelete` pods.
-//! - Lists, maps and strings that rules iterate are bounded (`maxItems`/`maxProperties`/`maxLength` in `crd.rs`)
-//!   so that the apiserver's static cost estimate stays within budget.
+//!   preserved as unknown (a rule naming one does not compile). `crd.rs` therefore declares the few template
+//!   fields these rules read; everything else stays `x-kubernetes-preserve-unknown-fields` (nothing is pruned).
+//! - Rust-only (not expressible, or too costly for the apiserver's static cost budget with bounds that no real
+//!   CloneSet would hit): the InPlaceOnly "only images may change" diff of the whole template spec (CEL cannot
+//!   compare undeclared fields); Kruise's API look-ups of newly added `podsToDelete` pods; volume-source
+//!   counting; template label key/value syntax; env var names and `valueFrom`; volumeMounts naming an existing
+//!   volume/VCT and unique mount paths; port-name syntax/uniqueness; probe details beyond the handler count.
+//! - A few messages are static where Kruise interpolates values (`duplicated items [..]`,
+//!   `duplicated key=.. value=..`, `invalid selector ..`): CEL messages cannot name the offending item cheaply.
+//! - Lists, maps and strings that rules iterate are bounded (`maxItems`/`maxProperties`/`maxLength`, see
+//!   `crd::bounds`) so the static cost estimate fits; `podsToDelete` (256 names per edit) is the tightest.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
