@@ -83,10 +83,21 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
         }
     }
 
-    let snap = snapshot::build(&ctx, cs.clone());
-    let started = Instant::now();
-    let plan = insitu_core::plan(&snap);
-    ctx.metrics.plan_duration.observe(started.elapsed().as_secs_f64());
+    // Snapshot and plan are CPU-bound (milliseconds at 10k pods): run them on the blocking pool so watches, writes
+    // and other reconciles keep moving meanwhile. (On tokio's paused test clock a blocking task holds time still.)
+    let (plan_ctx, plan_cs) = (ctx.clone(), cs.clone());
+    let plan = tokio::task::spawn_blocking(move || {
+        let snap = snapshot::build(&plan_ctx, plan_cs);
+        let started = Instant::now();
+        let plan = insitu_core::plan(&snap);
+        plan_ctx
+            .metrics
+            .plan_duration
+            .observe(started.elapsed().as_secs_f64());
+        plan
+    })
+    .await
+    .map_err(|e| Error::Invalid(format!("planning task failed: {e}")))?;
     for line in &plan.explanation {
         tracing::debug!(cloneset = %key, "{line}");
     }

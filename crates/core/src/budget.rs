@@ -204,29 +204,61 @@ pub fn calculate(
 /// candidate also needs the overall unavailable count below it (updating an unavailable pod costs nothing).
 /// `all` = (available, at target revision) for every active pod; `candidates` = availability, in order.
 pub fn limit_update(budget: &Budget, all: impl Iterator<Item = (bool, bool)>, candidates: &[bool]) -> usize {
-    let want = (budget.update_num.unsigned_abs() as usize).min(candidates.len());
-    let max = i64::from(budget.update_max_unavailable);
-    let (mut unavailable, mut target_unavailable) = (0i64, 0i64);
-    for (available, at_target) in all {
-        if !available {
-            unavailable += 1;
-            if at_target {
-                target_unavailable += 1;
+    let counts = Unavailable::count(all);
+    counts.admit(budget, candidates)
+}
+
+/// Unavailable pods among all active pods, and among those at the target revision.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unavailable {
+    all: i64,
+    at_target: i64,
+}
+
+impl Unavailable {
+    pub(crate) fn count(all: impl Iterator<Item = (bool, bool)>) -> Self {
+        let (mut unavailable, mut at_target) = (0i64, 0i64);
+        for (available, target) in all {
+            if !available {
+                unavailable += 1;
+                if target {
+                    at_target += 1;
+                }
             }
         }
-    }
-    let mut admitted = 0usize;
-    for &available in &candidates[..want] {
-        if target_unavailable + admitted as i64 >= max {
-            break;
+        Unavailable {
+            all: unavailable,
+            at_target,
         }
-        if available {
-            if unavailable >= max {
+    }
+
+    /// How many leading candidates `admit` can look at: it stops once `at_target + admitted` reaches
+    /// `updateMaxUnavailable`, and every candidate it looks at is admitted or ends the loop. So the
+    /// planner only needs this many candidates in order, not all of them.
+    pub(crate) fn scan_bound(&self, budget: &Budget, candidates: usize) -> usize {
+        let want = (budget.update_num.unsigned_abs() as usize).min(candidates);
+        let room = usize::try_from(i64::from(budget.update_max_unavailable) - self.at_target).unwrap_or(0);
+        want.min(room)
+    }
+
+    /// `limitUpdateIndexes` itself (see `limit_update`).
+    pub(crate) fn admit(self, budget: &Budget, candidates: &[bool]) -> usize {
+        let want = (budget.update_num.unsigned_abs() as usize).min(candidates.len());
+        let max = i64::from(budget.update_max_unavailable);
+        let (mut unavailable, target_unavailable) = (self.all, self.at_target);
+        let mut admitted = 0usize;
+        for &available in &candidates[..want] {
+            if target_unavailable + admitted as i64 >= max {
                 break;
             }
-            unavailable += 1;
+            if available {
+                if unavailable >= max {
+                    break;
+                }
+                unavailable += 1;
+            }
+            admitted += 1;
         }
-        admitted += 1;
+        admitted
     }
-    admitted
 }

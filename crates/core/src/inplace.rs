@@ -437,6 +437,13 @@ impl StartTemplate {
         }
     }
 
+    /// Whether `mutation` reads nothing from the pod (with a grace period the images wait, so the write is
+    /// the same for every pod): the planner then builds it once and clones it per pod.
+    pub fn same_for_every_pod(&self) -> bool {
+        // Must follow the first arm of the match in `mutation`.
+        self.grace_json.is_some() && self.state_json.is_some()
+    }
+
     /// The pod write that starts an in-place update (Kruise `updatePodInPlace`, research §2.4): revision
     /// labels, lifecycle `Updating`, the state annotation, and either the new images now (grace 0) or the
     /// grace annotation (images untouched until the grace period ends).

@@ -13,6 +13,7 @@ pub mod plan;
 pub mod planner;
 pub mod pods;
 pub mod revision;
+mod selector;
 pub mod snapshot;
 pub mod sort;
 pub mod status;

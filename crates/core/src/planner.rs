@@ -1,20 +1,22 @@
 //! `plan()`: one Kruise reconcile (research §3.2) as a pure function: revisions → scale or update → status.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use insitu_api::validation::{format_selector, selector_matches};
+use insitu_api::validation::format_selector;
 use insitu_api::{CloneSet, CloneSetUpdateStrategyType, LifecycleHook, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use serde_json::Value;
 
-use crate::budget::{self, DiffPod};
+use crate::budget::{self, DiffPod, Unavailable};
 use crate::inplace::{self, Grace, StartTemplate};
 use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason};
-use crate::pods::{self, Lc, PodFacts};
+use crate::pods::{self, FactsContext, Lc, PodFacts};
 use crate::revision::{self, equal_to_revision, short_hash};
+use crate::selector::Selector;
 use crate::sort;
 use crate::status::{self, StatusInput};
 use crate::{FeatureGates, Snapshot};
@@ -57,6 +59,11 @@ struct Planner<'a> {
     requeue: Option<Duration>,
     failed_scale: Option<String>,
     failed_update: Option<String>,
+    /// `now` as RFC3339, formatted on first use: every lifecycle patch carries it.
+    now_rfc3339: OnceCell<String>,
+    /// The last `budget::calculate` and its inputs (PreparingUpdate counted as updated, exclude
+    /// PreparingDelete): scale and update usually ask for the same numbers, and each asks walks every pod.
+    budget_memo: Option<((bool, bool), Budget)>,
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
@@ -81,13 +88,13 @@ pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
             .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
 }
 
-fn lifecycle_patch(f: &PodFacts, state: &str, now: k8s_openapi::jiff::Timestamp) -> Action {
+fn lifecycle_patch(f: &PodFacts, state: &str, now_rfc3339: &str) -> Action {
     let mut labels = BTreeMap::new();
     labels.insert(keys::LIFECYCLE_STATE_LABEL.to_string(), Some(state.to_string()));
     let mut annotations = BTreeMap::new();
     annotations.insert(
         keys::LIFECYCLE_TIMESTAMP_ANNOTATION.to_string(),
-        Some(pods::rfc3339(now)),
+        Some(now_rfc3339.to_string()),
     );
     Action::PatchPodMetadata {
         pod: f.name.to_string(),
@@ -108,7 +115,41 @@ impl<'a> Planner<'a> {
             requeue: None,
             failed_scale: None,
             failed_update: None,
+            now_rfc3339: OnceCell::new(),
+            budget_memo: None,
         }
+    }
+
+    /// A lifecycle label transition stamped with `now`.
+    fn lifecycle_patch(&self, f: &PodFacts, state: &str) -> Action {
+        let now = self.now_rfc3339.get_or_init(|| pods::rfc3339(self.s.now));
+        lifecycle_patch(f, state, now)
+    }
+
+    /// Kruise `calculateDiffsWithExpectation` over the active pods. `count_preparing_update`: the
+    /// PreparingUpdateAsUpdate gate, for scale only. Memoised because it walks every pod and scale and
+    /// update usually ask with the same inputs.
+    fn budget(&mut self, facts: &[PodFacts], count_preparing_update: bool, exclude_pd: bool) -> Budget {
+        let inputs = (count_preparing_update, exclude_pd);
+        if let Some((memo_inputs, b)) = &self.budget_memo
+            && *memo_inputs == inputs
+        {
+            return b.clone();
+        }
+        let diff: Vec<DiffPod> = facts
+            .iter()
+            .map(|f| DiffPod {
+                updated: f.updated || (count_preparing_update && f.lc == Lc::PreparingUpdate),
+                preparing_delete: f.preparing_delete(),
+                to_delete: f.specified_delete,
+                available: f.available,
+            })
+            .collect();
+        let allow_rollback =
+            self.gates.cloneset_partition_rollback && self.plan.current_revision != self.plan.update_revision;
+        let b = budget::calculate(&self.cs.spec, &diff, allow_rollback, exclude_pd);
+        self.budget_memo = Some((inputs, b.clone()));
+        b
     }
 
     fn why(&mut self, line: impl Into<String>) {
@@ -141,20 +182,28 @@ impl<'a> Planner<'a> {
             .as_ref()
             .map(|s| s.pods_to_delete.iter().map(String::as_str).collect())
             .unwrap_or_default();
-        let mrs = spec.min_ready_seconds();
-        let empty = BTreeMap::new();
+        // One pass per pod: facts and the selector check together (see PodFacts::classify).
+        let selector = Selector::new(&spec.selector);
+        let ctx = FactsContext {
+            now,
+            min_ready_seconds: spec.min_ready_seconds(),
+            pods_to_delete: &pods_to_delete,
+            update_revision: &update_name,
+            update_short_hash: short_hash(&update_name),
+            selector: Some(&selector),
+        };
         let mut facts: Vec<PodFacts> = Vec::with_capacity(self.s.pods.len());
         let mut released = 0usize;
         for p in &self.s.pods {
-            let f = PodFacts::new(p, now, mrs, &pods_to_delete, &update_name);
-            if !f.active {
+            let classified = PodFacts::classify(p, &ctx);
+            if !classified.0.active {
                 continue;
             }
-            if !selector_matches(&spec.selector, p.metadata.labels.as_ref().unwrap_or(&empty)) {
+            if !classified.1 {
                 released += 1;
                 continue;
             }
-            facts.push(f);
+            facts.push(classified.0);
         }
         if released > 0 {
             self.why(format!(
@@ -293,9 +342,8 @@ impl<'a> Planner<'a> {
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
                         f.name
                     ));
-                    self.plan
-                        .actions
-                        .push(lifecycle_patch(f, keys::lifecycle::PREPARING_DELETE, self.s.now));
+                    let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_DELETE);
+                    self.plan.actions.push(patch);
                     modified = true;
                 }
                 continue;
@@ -352,9 +400,8 @@ impl<'a> Planner<'a> {
                     "pod {}: deletion cancelled, replicas need it → PreparingNormal",
                     f.name
                 ));
-                self.plan
-                    .actions
-                    .push(lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL, self.s.now));
+                let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL);
+                self.plan.actions.push(patch);
                 modified = true;
                 diff -= 1;
             }
@@ -370,17 +417,7 @@ impl<'a> Planner<'a> {
                 .as_ref()
                 .and_then(|l| l.get(keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL))
                 == Some(&"true".to_string());
-        let diff: Vec<DiffPod> = facts
-            .iter()
-            .map(|f| DiffPod {
-                updated: f.updated || (self.gates.preparing_update_as_update && f.lc == Lc::PreparingUpdate),
-                preparing_delete: f.preparing_delete(),
-                to_delete: f.specified_delete,
-                available: f.available,
-            })
-            .collect();
-        let allow_rollback = self.gates.cloneset_partition_rollback && current_name != update_name;
-        let b = budget::calculate(spec, &diff, allow_rollback, exclude_pd);
+        let b = self.budget(facts, self.gates.preparing_update_as_update, exclude_pd);
         self.plan.budget = b.clone();
         self.explain_budget(&b, "scale");
         if b.scale_up_num > b.scale_up_limit {
@@ -479,7 +516,8 @@ impl<'a> Planner<'a> {
             let old_n = usize::try_from(b.scale_down_num_old_revision).unwrap_or(0);
             fn choose<'p, 'f>(v: &mut [&'p PodFacts<'f>], n: usize) -> Vec<&'p PodFacts<'f>> {
                 if n < v.len() {
-                    sort::scale_down(v);
+                    // Only the first n victims are needed in order.
+                    sort::scale_down_prefix(v, n);
                 }
                 v.iter().take(n).copied().collect()
             }
@@ -620,7 +658,8 @@ impl<'a> Planner<'a> {
         };
         if let Some(st) = next_state {
             self.why(format!("pod {}: lifecycle {} → {st}", f.name, f.lifecycle));
-            self.plan.actions.push(lifecycle_patch(f, st, now));
+            let patch = self.lifecycle_patch(f, st);
+            self.plan.actions.push(patch);
         }
 
         // Kruise fixPodTemplateHashLabel.
@@ -679,18 +718,7 @@ impl<'a> Planner<'a> {
             self.why("updateStrategy.paused: no pod is updated");
             return;
         }
-        let diff: Vec<DiffPod> = facts
-            .iter()
-            .map(|f| DiffPod {
-                updated: f.updated,
-                preparing_delete: f.preparing_delete(),
-                to_delete: f.specified_delete,
-                available: f.available,
-            })
-            .collect();
-        let allow_rollback = self.gates.cloneset_partition_rollback && current_name != update_name;
-        let exclude_pd = self.gates.exclude_preparing_delete;
-        let b = budget::calculate(spec, &diff, allow_rollback, exclude_pd);
+        let b = self.budget(facts, false, self.gates.exclude_preparing_delete);
         self.plan.budget = b.clone();
         self.explain_budget(&b, "update");
         if b.update_num == 0 {
@@ -717,13 +745,6 @@ impl<'a> Planner<'a> {
                 cand.push(i);
             }
         }
-        sort::update_candidates(
-            facts,
-            &mut cand,
-            strategy.priority_strategy.as_ref(),
-            &strategy.scatter_strategy,
-        );
-        let avail: Vec<bool> = cand.iter().map(|&i| facts[i].available).collect();
         let at_target = |f: &PodFacts| {
             if forward {
                 f.updated
@@ -731,7 +752,19 @@ impl<'a> Planner<'a> {
                 equal_to_revision(f.revision, target_name)
             }
         };
-        let n = budget::limit_update(&b, facts.iter().map(|f| (f.available, at_target(f))), &avail);
+        // Kruise limitUpdateIndexes looks at no more than `bound` candidates, so only those are ordered:
+        // O(candidates + bound·log bound) instead of sorting every candidate.
+        let unavailable = Unavailable::count(facts.iter().map(|f| (f.available, at_target(f))));
+        let bound = unavailable.scan_bound(&b, cand.len());
+        sort::update_candidates_prefix(
+            facts,
+            &mut cand,
+            strategy.priority_strategy.as_ref(),
+            &strategy.scatter_strategy,
+            bound,
+        );
+        let avail: Vec<bool> = cand[..bound].iter().map(|&i| facts[i].available).collect();
+        let n = unavailable.admit(&b, &avail);
         self.why(format!(
             "{} candidate(s) for revision {target_name}; {n} may update now (updateMaxUnavailable {})",
             cand.len(),
@@ -754,7 +787,7 @@ impl<'a> Planner<'a> {
             rev_by_hash,
             grace,
             label,
-            cache: HashMap::new(),
+            cache: Vec::new(),
             in_place: Vec::new(),
             recreate: Vec::new(),
         };
@@ -768,9 +801,9 @@ impl<'a> Planner<'a> {
         if !ctx.in_place.is_empty() {
             let images = ctx
                 .cache
-                .values()
-                .find_map(|c| c.as_ref().ok())
-                .map(|t| format!("{:?}", t.spec.images));
+                .iter()
+                .find_map(|(_, c)| c.as_ref().ok())
+                .map(|s| format!("{:?}", s.tpl.spec.images));
             self.why(format!(
                 "in-place update to {target_name} (images {}{}): {}",
                 images.unwrap_or_default(),
@@ -797,7 +830,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Kruise `updatePod` for one selected pod.
-    fn update_pod(&mut self, f: &PodFacts, ctx: &mut UpdateCtx) -> Result<(), String> {
+    fn update_pod<'c>(&mut self, f: &PodFacts<'c>, ctx: &mut UpdateCtx<'c>) -> Result<(), String> {
         let now = self.s.now;
         if ctx.stype != CloneSetUpdateStrategyType::ReCreate {
             let old = if f.revision.is_empty() {
@@ -806,20 +839,28 @@ impl<'a> Planner<'a> {
                 ctx.rev_by_hash.get(short_hash(f.revision))
             };
             let key = old.map_or("", |o| short_hash(o.metadata.name.as_deref().unwrap_or_default()));
-            if !ctx.cache.contains_key(key) {
-                let t = match (old, ctx.target_tpl) {
-                    (Some(old), Some(t)) => match revision::template_value(old) {
-                        Some(o) => inplace::calculate(o, t),
-                        None => Err("old revision has no template".into()),
-                    },
-                    (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
-                    (_, None) => Err("target revision has no template".into()),
-                };
-                let t = t.map(|spec| StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now));
-                ctx.cache.insert(key.to_string(), t);
-            }
-            match ctx.cache.get(key) {
-                Some(Ok(tpl)) => {
+            let cached = match ctx.cache.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    let t = match (old, ctx.target_tpl) {
+                        (Some(old), Some(t)) => match revision::template_value(old) {
+                            Some(o) => inplace::calculate(o, t),
+                            None => Err("old revision has no template".into()),
+                        },
+                        (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
+                        (_, None) => Err("target revision has no template".into()),
+                    };
+                    let t = t.map(|spec| {
+                        let tpl = StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now);
+                        let shared = tpl.same_for_every_pod().then(|| tpl.mutation(f.pod));
+                        Start { tpl, shared }
+                    });
+                    ctx.cache.push((key, t));
+                    ctx.cache.len() - 1
+                }
+            };
+            match &ctx.cache[cached].1 {
+                Ok(start) => {
                     let lc = self.cs.spec.lifecycle.as_ref();
                     let hook = lc.and_then(|l| l.in_place_update.as_ref());
                     match f.lc {
@@ -829,17 +870,14 @@ impl<'a> Planner<'a> {
                                     "pod {}: inPlaceUpdate hook present → PreparingUpdate",
                                     f.name
                                 ));
-                                self.plan.actions.push(lifecycle_patch(
-                                    f,
-                                    keys::lifecycle::PREPARING_UPDATE,
-                                    now,
-                                ));
+                                let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE);
+                                self.plan.actions.push(patch);
                                 return Ok(());
                             }
                         }
                         Lc::Updated => {
                             // Kruise UpdatePodLifecycleWithHandler: re-apply the hook labels.
-                            let mut a = lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE, now);
+                            let mut a = self.lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE);
                             if let (Action::PatchPodMetadata { labels, .. }, Some(h)) = (&mut a, hook) {
                                 for (k, v) in &h.labels_handler {
                                     labels.insert(k.clone(), Some(v.clone()));
@@ -867,7 +905,10 @@ impl<'a> Planner<'a> {
                             return Err(format!("not allowed to in-place update pod {n} in state {st}"));
                         }
                     }
-                    let m = tpl.mutation(f.pod);
+                    let m = match &start.shared {
+                        Some(m) => m.clone(),
+                        None => start.tpl.mutation(f.pod),
+                    };
                     if f.has_gate() {
                         self.plan.actions.push(Action::SetInPlaceUpdateReady {
                             pod: f.name.to_string(),
@@ -876,10 +917,10 @@ impl<'a> Planner<'a> {
                         });
                     }
                     self.push_update(f, m, UpdateReason::StartInPlaceUpdate);
-                    ctx.in_place.push(f.name.to_string());
+                    ctx.in_place.push(f.name);
                     return Ok(());
                 }
-                Some(Err(why)) => {
+                Err(why) => {
                     if ctx.stype == CloneSetUpdateStrategyType::InPlaceOnly {
                         return Err(format!(
                             "find Pod {} update strategy is InPlaceOnly but can not update in-place ({why})",
@@ -891,13 +932,12 @@ impl<'a> Planner<'a> {
                         f.name
                     ));
                 }
-                None => {}
             }
         }
         if pods::label(f.pod, keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
-        ctx.recreate.push(f.name.to_string());
+        ctx.recreate.push(f.name);
         let mut labels = BTreeMap::new();
         labels.insert(keys::SPECIFIED_DELETE_LABEL.to_string(), Some("true".to_string()));
         self.plan.actions.push(Action::PatchPodMetadata {
@@ -919,7 +959,15 @@ struct UpdateCtx<'a> {
     rev_by_hash: &'a HashMap<&'a str, &'a Arc<ControllerRevision>>,
     grace: i32,
     label: String,
-    cache: HashMap<String, Result<StartTemplate, String>>,
-    in_place: Vec<String>,
-    recreate: Vec<String>,
+    /// Keyed by the old revision's short hash, in first-use order (pods come from a handful of revisions,
+    /// so a scan beats hashing, and the first template explains the round deterministically).
+    cache: Vec<(&'a str, Result<Start, String>)>,
+    in_place: Vec<&'a str>,
+    recreate: Vec<&'a str>,
+}
+
+/// An in-place start from one old revision, and its pod write when that is the same for every pod.
+struct Start {
+    tpl: StartTemplate,
+    shared: Option<PodMutation>,
 }

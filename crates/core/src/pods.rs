@@ -1,5 +1,6 @@
 //! Per-pod facts computed once per plan (readiness, availability, lifecycle, revision) and pod construction.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 
 use insitu_api::{CloneSet, keys};
@@ -10,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::revision::{self, ALPHANUMS};
+use crate::selector::Selector;
 
 /// Everything the planner asks about one pod, computed once (no per-comparison recomputation in sorts).
 #[derive(Debug, Clone)]
@@ -111,8 +113,19 @@ impl Lc {
     }
 }
 
+/// The per-plan inputs of `PodFacts`, prepared once so the per-pod pass repeats no work.
+pub(crate) struct FactsContext<'c> {
+    pub(crate) now: Timestamp,
+    pub(crate) min_ready_seconds: i32,
+    pub(crate) pods_to_delete: &'c HashSet<&'c str>,
+    pub(crate) update_revision: &'c str,
+    /// `short_hash(update_revision)`, for `equal_to_revision` without re-deriving it per pod.
+    pub(crate) update_short_hash: &'c str,
+    /// The owner's selector, checked in the same pass over the labels; `None` selects every pod.
+    pub(crate) selector: Option<&'c Selector<'c>>,
+}
+
 impl<'a> PodFacts<'a> {
-    /// One pass over labels, annotations and conditions each: this runs for every pod on every plan.
     pub fn new(
         pod: &'a Pod,
         now: Timestamp,
@@ -120,53 +133,107 @@ impl<'a> PodFacts<'a> {
         pods_to_delete: &HashSet<&str>,
         update_revision: &str,
     ) -> Self {
+        let ctx = FactsContext {
+            now,
+            min_ready_seconds,
+            pods_to_delete,
+            update_revision,
+            update_short_hash: revision::short_hash(update_revision),
+            selector: None,
+        };
+        Self::classify(pod, &ctx).0
+    }
+
+    /// The facts, and whether `ctx.selector` selects the pod. One pass over labels, annotations and
+    /// conditions each: this runs for every pod on every plan, so it borrows (`&str`, no allocation),
+    /// reads only the keys it knows (a `str` match compares lengths first, so unrelated keys are skipped
+    /// without touching their bytes) and parses nothing (annotations are parsed later, only for pods
+    /// with an update in flight).
+    pub(crate) fn classify(pod: &'a Pod, ctx: &FactsContext) -> (Self, bool) {
         let meta = &pod.metadata;
         let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
-        let active = phase != "Succeeded" && phase != "Failed" && meta.deletion_timestamp.is_none();
-        let running = phase == "Running";
+        // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
+        let (terminated, running, phase_ord) = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Succeeded" | "Failed") => (true, false, 0),
+            Some("Running") => (false, true, 2),
+            Some("Unknown") => (false, false, 1),
+            _ => (false, false, 0),
+        };
+        let active = !terminated && meta.deletion_timestamp.is_none();
 
+        // `if let` + plain loops rather than `iter().flatten()` over the `Option`s: the flatten adapter
+        // costs more per element than the match itself.
         let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
             ("", "", false, false);
-        for (k, v) in meta.labels.iter().flatten() {
-            match k.as_str() {
-                keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
-                keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
-                keys::SPECIFIED_DELETE_LABEL => specified_label = true,
-                keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
-                _ => {}
+        // matchLabels pairs met; keys are distinct on both sides, so all met ⇔ count == len. Both are
+        // sorted by key, so they are walked together (a merge): once the selector's keys are behind us,
+        // the remaining labels cost nothing.
+        let selector_labels = ctx.selector.map_or(&[][..], Selector::match_labels);
+        let mut selector_next = selector_labels.iter().peekable();
+        let mut selector_met = 0;
+        if let Some(labels) = &meta.labels {
+            for (k, v) in labels {
+                match k.as_str() {
+                    keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
+                    keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
+                    keys::SPECIFIED_DELETE_LABEL => specified_label = true,
+                    keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
+                    _ => {}
+                }
+                while let Some(&&(sk, sv)) = selector_next.peek() {
+                    match sk.cmp(k.as_str()) {
+                        // A selector key this pod does not have: the pod is not selected.
+                        Ordering::Less => {
+                            selector_next.next();
+                        }
+                        Ordering::Equal => {
+                            selector_met += usize::from(sv == v.as_str());
+                            selector_next.next();
+                            break;
+                        }
+                        Ordering::Greater => break,
+                    }
+                }
             }
         }
+        let selected = ctx.selector.is_none_or(|sel| {
+            selector_met == selector_labels.len() && sel.matches_expressions(meta.labels.as_ref())
+        });
         let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
             (None, None, None, None, 0);
-        for (k, v) in meta.annotations.iter().flatten() {
-            match k.as_str() {
-                keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
-                keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
-                keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
-                keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
-                keys::POD_DELETION_COST_ANNOTATION => deletion_cost = self::deletion_cost(v),
-                _ => {}
+        if let Some(annotations) = &meta.annotations {
+            for (k, v) in annotations {
+                match k.as_str() {
+                    keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
+                    keys::POD_DELETION_COST_ANNOTATION => deletion_cost = self::deletion_cost(v),
+                    _ => {}
+                }
             }
         }
         let (mut ready, mut ready_since, mut ipu) = (false, None, None);
-        for c in status.and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
-            match c.type_.as_str() {
-                "Ready" => {
-                    ready = c.status == "True";
-                    ready_since = if ready {
-                        c.last_transition_time.as_ref().map(|t| t.0)
-                    } else {
-                        None
-                    };
+        if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
+            for c in conditions {
+                match c.type_.as_str() {
+                    "Ready" => {
+                        ready = c.status == "True";
+                        ready_since = if ready {
+                            c.last_transition_time.as_ref().map(|t| t.0)
+                        } else {
+                            None
+                        };
+                    }
+                    keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
+                    _ => {}
                 }
-                keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
-                _ => {}
             }
         }
         let update_ready = running && ready && ipu.unwrap_or(true);
         let lc = Lc::parse(lifecycle);
         // k8s podutil.IsPodAvailable: minReadySeconds == 0, or lastTransitionTime + mrs strictly before now.
+        let (now, min_ready_seconds) = (ctx.now, ctx.min_ready_seconds);
         let (min_ready_ok, available_in) = if min_ready_seconds <= 0 || !update_ready {
             (true, None)
         } else {
@@ -192,8 +259,11 @@ impl<'a> PodFacts<'a> {
             .and_then(|s| s.node_name.as_deref())
             .unwrap_or("");
         let specified_delete =
-            specified_label || (!pods_to_delete.is_empty() && pods_to_delete.contains(name));
-        PodFacts {
+            specified_label || (!ctx.pods_to_delete.is_empty() && ctx.pods_to_delete.contains(name));
+        // Kruise EqualToRevisionHash against the update revision, its short hash taken once per plan.
+        let updated = !revision.is_empty()
+            && (revision == ctx.update_revision || revision::short_hash(revision) == ctx.update_short_hash);
+        let facts = PodFacts {
             pod,
             name,
             uid: meta.uid.as_deref().unwrap_or(""),
@@ -215,15 +285,12 @@ impl<'a> PodFacts<'a> {
             has_template_hash,
             node_assigned: !node.is_empty(),
             node,
-            phase_ord: match phase {
-                "Unknown" => 1,
-                "Running" => 2,
-                _ => 0,
-            },
+            phase_ord,
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             deletion_cost,
-            updated: revision::equal_to_revision(revision, update_revision),
-        }
+            updated,
+        };
+        (facts, selected)
     }
 
     pub fn preparing_delete(&self) -> bool {

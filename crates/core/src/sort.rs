@@ -1,13 +1,13 @@
 //! Pod orderings: update candidates (research §3.7 step 5) and scale-down victims (§3.6 step 7).
 
-use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::{Ordering, Reverse};
+use std::collections::HashMap;
 
-use insitu_api::validation::selector_matches;
 use insitu_api::{UpdatePriorityStrategy, UpdateScatterTerm};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::pods::{Lc, PodFacts};
+use crate::selector::Selector;
 
 /// k8s `afterOrZero`: a zero time sorts first, otherwise the later time first.
 fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
@@ -40,6 +40,28 @@ pub fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
         .then_with(|| after_or_zero(a.created, b.created))
 }
 
+/// `after_or_zero` as a sort key: `None` (zero time) first, then later times first.
+fn after_or_zero_key(t: Option<Timestamp>) -> Option<Reverse<Timestamp>> {
+    t.map(Reverse)
+}
+
+/// `active_pods` as a key computed once per pod: sorting then compares small tuples instead of re-reading
+/// each pod per comparison (`restarts()` walks the container statuses). Orders exactly as `active_pods`,
+/// including its first criterion (which, as written, puts pods with a node first).
+type ActiveKey = (Reverse<bool>, u8, bool, Option<Reverse<Timestamp>>, Reverse<i32>, Option<Reverse<Timestamp>>);
+
+fn active_key(f: &PodFacts) -> ActiveKey {
+    (
+        Reverse(f.node_assigned),
+        f.phase_ord,
+        f.ready,
+        // Ready times only break ties between two ready pods.
+        if f.ready { after_or_zero_key(f.ready_since) } else { None },
+        Reverse(f.restarts()),
+        after_or_zero_key(f.created),
+    )
+}
+
 /// Kruise `ActivePodsWithRanks.Less` without the rank (used inside a node by the same-node ranker).
 fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bool) -> Ordering {
     a.node_assigned
@@ -68,15 +90,15 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bo
 }
 
 /// Kruise `NewSameNodeRanker`: on a node with k > 1 of these pods, sort them (ActivePodsWithRanks without
-/// ranks) and give all but the best ranks k−1 … 1, so crowded nodes lose pods first.
-fn same_node_ranks(pods: &[&PodFacts]) -> HashMap<usize, usize> {
+/// ranks) and give all but the best ranks k−1 … 1, so crowded nodes lose pods first. `ranks[i]` is pod i's.
+fn same_node_ranks(pods: &[&PodFacts]) -> Vec<usize> {
     let mut by_node: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, p) in pods.iter().enumerate() {
         if p.node_assigned {
             by_node.entry(p.node).or_default().push(i);
         }
     }
-    let mut ranks = HashMap::new();
+    let mut ranks = vec![0; pods.len()];
     for (_, mut idx) in by_node {
         if idx.len() <= 1 {
             continue;
@@ -85,26 +107,65 @@ fn same_node_ranks(pods: &[&PodFacts]) -> HashMap<usize, usize> {
         idx.pop();
         let n = idx.len();
         for (k, i) in idx.into_iter().enumerate() {
-            ranks.insert(i, n - k);
+            ranks[i] = n - k;
         }
     }
     ranks
 }
 
+/// `with_rank(.., use_available = true)` as a key computed once per pod (see `active_key`); the position
+/// breaks the remaining ties as the stable sort did.
+type ScaleDownKey<'a> = (
+    (bool, u8, bool, bool, i32, Reverse<usize>),
+    Option<Reverse<Timestamp>>,
+    Reverse<i32>,
+    Option<Reverse<Timestamp>>,
+    &'a str,
+    usize,
+);
+
 /// Kruise scale-down order (`ActivePodsWithRanks` with availability and the same-node ranker; topology
 /// spread ranks need Node labels and are not modelled): the first pods are deleted first.
 pub fn scale_down(pods: &mut [&PodFacts]) {
+    let n = pods.len();
+    scale_down_prefix(pods, n);
+}
+
+/// Like `scale_down`, but only the first `k` pods are guaranteed in order (the rest are the remaining
+/// pods, unordered): choosing k victims among n pods costs O(n + k log k).
+pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize) {
     let ranks = same_node_ranks(pods);
-    let mut idx: Vec<usize> = (0..pods.len()).collect();
-    idx.sort_by(|&i, &j| {
-        let (ri, rj) = (
-            ranks.get(&i).copied().unwrap_or(0),
-            ranks.get(&j).copied().unwrap_or(0),
-        );
-        with_rank(pods[i], pods[j], ri, rj, true)
-    });
-    let sorted: Vec<_> = idx.iter().map(|&i| pods[i]).collect();
+    let keys: Vec<ScaleDownKey> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            (
+                (f.node_assigned, f.phase_ord, f.available, f.ready, f.deletion_cost, Reverse(ranks[i])),
+                if f.ready { after_or_zero_key(f.ready_since) } else { None },
+                Reverse(f.restarts()),
+                after_or_zero_key(f.created),
+                f.name,
+                i,
+            )
+        })
+        .collect();
+    let sorted: Vec<_> = order_prefix(&keys, k).into_iter().map(|p| pods[p]).collect();
     pods.copy_from_slice(&sorted);
+}
+
+/// Positions of `keys`, the `k` smallest keys' first and in order, then the rest unordered. Keys are
+/// unique (they end with a position), so this equals the first `k` of a full sort. Positions are what
+/// move while sorting: a few bytes each, where the keys are several dozen.
+fn order_prefix<K: Ord>(keys: &[K], k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    let by_key = |a: &usize, b: &usize| keys[*a].cmp(&keys[*b]);
+    if k < order.len() {
+        order.select_nth_unstable_by(k, by_key);
+        order[..k].sort_unstable_by(by_key);
+    } else {
+        order.sort_unstable_by(by_key);
+    }
+    order
 }
 
 /// Kruise `getIntFromStringSuffix`: the trailing decimal digits of a label value.
@@ -116,24 +177,40 @@ fn int_suffix(v: &str) -> i64 {
 /// Kruise `prioritySort` key, smaller sorts first. Weight: higher sum of matching weights first.
 /// Order: the index of the first ordered key the pod has (pods with none: −1, first), then the integer
 /// suffix of its value, higher first.
-fn priority_key(p: &PodFacts, s: &UpdatePriorityStrategy) -> (i64, i64) {
-    let empty = BTreeMap::new();
-    let labels = p.pod.metadata.labels.as_ref().unwrap_or(&empty);
-    if !s.weight_priority.is_empty() {
-        let w: i64 = s
+struct Priority<'a> {
+    strategy: &'a UpdatePriorityStrategy,
+    /// The weight terms' selectors, prepared once rather than per pod.
+    weights: Vec<(Selector<'a>, i64)>,
+}
+
+impl<'a> Priority<'a> {
+    fn new(strategy: &'a UpdatePriorityStrategy) -> Self {
+        let weights = strategy
             .weight_priority
             .iter()
-            .filter(|t| selector_matches(&t.match_selector, labels))
-            .map(|t| i64::from(t.weight))
-            .sum();
-        return (-w, 0);
+            .map(|t| (Selector::new(&t.match_selector), i64::from(t.weight)))
+            .collect();
+        Priority { strategy, weights }
     }
-    for (i, t) in s.order_priority.iter().enumerate() {
-        if let Some(v) = labels.get(&t.ordered_key) {
-            return (i as i64, -int_suffix(v));
+
+    fn key(&self, p: &PodFacts) -> (i64, i64) {
+        let labels = p.pod.metadata.labels.as_ref();
+        if !self.weights.is_empty() {
+            let w: i64 = self
+                .weights
+                .iter()
+                .filter(|(sel, _)| sel.matches(labels))
+                .map(|(_, w)| w)
+                .sum();
+            return (-w, 0);
         }
+        for (i, t) in self.strategy.order_priority.iter().enumerate() {
+            if let Some(v) = labels.and_then(|l| l.get(&t.ordered_key)) {
+                return (i as i64, -int_suffix(v));
+            }
+        }
+        (-1, 0)
     }
-    (-1, 0)
 }
 
 /// Kruise `SortUpdateIndexes`: ActivePods order, then priorityStrategy (stable), then scatterStrategy,
@@ -144,16 +221,41 @@ pub fn update_candidates(
     priority: Option<&UpdatePriorityStrategy>,
     scatter: &[UpdateScatterTerm],
 ) {
+    let n = idx.len();
+    update_candidates_prefix(facts, idx, priority, scatter, n);
+}
+
+/// Like `update_candidates`, but only the first `k` positions are guaranteed in order (the rest hold the
+/// remaining candidates, unordered): the planner looks at no more candidates than its update budget, so
+/// a rollout over 50k pods orders a few thousand, not all of them. Each step of Kruise's chain of stable
+/// sorts is a more significant key, so without scatter one sort by (PreparingUpdate first, priority,
+/// ActivePods, index) gives the same order. Scatter regroups the whole list: then everything is sorted.
+pub fn update_candidates_prefix(
+    facts: &[PodFacts],
+    idx: &mut Vec<usize>,
+    priority: Option<&UpdatePriorityStrategy>,
+    scatter: &[UpdateScatterTerm],
+    k: usize,
+) {
+    let priority = priority
+        .filter(|p| !p.weight_priority.is_empty() || !p.order_priority.is_empty())
+        .map(Priority::new);
+    let prio = |i: usize| priority.as_ref().map_or((0, 0), |p| p.key(&facts[i]));
     // Ties by index (facts are sorted by name): deterministic without string comparisons.
-    idx.sort_by(|&i, &j| active_pods(&facts[i], &facts[j]).then(i.cmp(&j)));
-    if let Some(ps) = priority.filter(|p| !p.weight_priority.is_empty() || !p.order_priority.is_empty()) {
-        let keys: HashMap<usize, (i64, i64)> =
-            idx.iter().map(|&i| (i, priority_key(&facts[i], ps))).collect();
-        idx.sort_by_key(|i| keys[i]);
+    if scatter.is_empty() {
+        let keys: Vec<_> = idx
+            .iter()
+            .map(|&i| (facts[i].lc != Lc::PreparingUpdate, prio(i), active_key(&facts[i]), i))
+            .collect();
+        *idx = order_prefix(&keys, k).into_iter().map(|p| keys[p].3).collect();
+        return;
     }
-    if !scatter.is_empty() {
-        scatter_sort(facts, idx, scatter);
-    }
+    let keys: Vec<_> = idx
+        .iter()
+        .map(|&i| (prio(i), active_key(&facts[i]), i))
+        .collect();
+    *idx = order_prefix(&keys, keys.len()).into_iter().map(|p| keys[p].2).collect();
+    scatter_sort(facts, idx, scatter);
     idx.sort_by_key(|&i| facts[i].lc != Lc::PreparingUpdate);
 }
 
@@ -268,7 +370,7 @@ fn group_by_density(total_m: usize, total_u: usize, upd_m: usize, upd_u: usize) 
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
-    use std::collections::HashSet;
+    use std::collections::{BTreeMap, HashSet};
 
     fn pod(name: &str, labels: &[(&str, &str)], phase: &str, ready: bool) -> Pod {
         serde_json::from_value(serde_json::json!({

@@ -47,8 +47,9 @@ pub struct NodesArgs {
         value_delimiter = ','
     )]
     pub crash_images: Vec<String>,
-    /// Seconds a crashing image runs before it exits.
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds a crashing image runs before it exits (below a readiness probe's initial delay, the pod never
+    /// turns Ready, like an application that fails at startup).
+    #[arg(long, default_value_t = 0.5)]
     pub crash_after_seconds: f64,
     /// Images matching this glob never pull → ErrImagePull / ImagePullBackOff. Repeatable, or comma-separated in
     /// $INSITU_NODES_PULL_FAIL_IMAGES.

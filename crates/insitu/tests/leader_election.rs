@@ -7,7 +7,9 @@ use std::time::Duration;
 use insitu_controller::leader::{LeaderElectionConfig, LeaderElector};
 use insitu_sim::apiserver::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
+use kube::api::PostParams;
 
 fn config(identity: &str) -> LeaderElectionConfig {
     LeaderElectionConfig::new("insitu-system", "insitu-cloneset-controller", identity)
@@ -27,6 +29,13 @@ async fn one_leader_failover_and_release() {
     let clock = insitu_sim::SimClock::new(k8s_openapi::jiff::Timestamp::now(), 1.0);
     let apiserver = ApiServer::new(clock);
     let client = apiserver.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "insitu-system"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
 
     let a = LeaderElector::spawn(client.clone(), config("a"));
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -1,5 +1,6 @@
 //! Garbage collector: deletes dependents whose owner is gone (ownerReferences), background/foreground/orphan.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
@@ -43,6 +45,47 @@ impl Default for GcConfig {
                 ApiResource::erase::<ControllerRevision>(&()),
             ],
         }
+    }
+}
+
+/// What the GC reads of a watched object: its metadata. Spec and status are skipped while parsing (no
+/// `serde_json::Value` tree per pod event, as `DynamicObject` would build).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+struct MetaObject {
+    #[serde(default)]
+    metadata: ObjectMeta,
+}
+
+impl kube::Resource for MetaObject {
+    type DynamicType = ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -114,7 +157,7 @@ impl Gc {
         }
     }
 
-    fn on_owner(&mut self, kind: usize, ev: watcher::Event<DynamicObject>) {
+    fn on_owner(&mut self, kind: usize, ev: watcher::Event<MetaObject>) {
         match ev {
             watcher::Event::Init | watcher::Event::InitDone => {
                 if matches!(ev, watcher::Event::InitDone) {
@@ -165,7 +208,7 @@ impl Gc {
         Some(old)
     }
 
-    fn on_dependent(&mut self, kind: usize, ev: watcher::Event<DynamicObject>) {
+    fn on_dependent(&mut self, kind: usize, ev: watcher::Event<MetaObject>) {
         match ev {
             watcher::Event::Init | watcher::Event::InitDone => {}
             watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
@@ -350,13 +393,13 @@ impl Gc {
     }
 }
 
-type Tagged = (Source, Result<watcher::Event<DynamicObject>, watcher::Error>);
+type Tagged = (Source, Result<watcher::Event<MetaObject>, watcher::Error>);
 
 /// Runs the garbage collector until the future is dropped.
 pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
     let mut streams: Vec<BoxStream<'static, Tagged>> = Vec::new();
     for (i, ar) in config.owners.iter().enumerate() {
-        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+        let api = Api::<MetaObject>::all_with(client.clone(), ar);
         streams.push(
             watcher(api, watcher::Config::default())
                 .default_backoff()
@@ -365,7 +408,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
         );
     }
     for (i, ar) in config.dependents.iter().enumerate() {
-        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+        let api = Api::<MetaObject>::all_with(client.clone(), ar);
         streams.push(
             watcher(api, watcher::Config::default())
                 .default_backoff()

@@ -1,5 +1,6 @@
 //! Scheduler: binds pending pods to the node with the fewest pods through `pods/binding`, via the API only.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,11 +171,69 @@ fn pick<'a>(
 }
 
 fn key_of(pod: &Pod) -> String {
+    meta_key(&pod.metadata)
+}
+
+fn meta_key(meta: &ObjectMeta) -> String {
     format!(
         "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
     )
+}
+
+/// What the scheduler reads of an assigned pod: identity, node and phase. The rest of the pod is skipped while
+/// parsing, so following every status write of every bound pod stays cheap.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+struct BoundPod {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<BoundSpec>,
+    #[serde(default)]
+    status: Option<BoundStatus>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BoundSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+struct BoundStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+impl kube::Resource for BoundPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 struct Scheduler {
@@ -402,13 +461,11 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
         .default_backoff()
         .boxed();
     let pods_api = Api::<Pod>::all(client.clone());
-    let mut pending = watcher(
-        pods_api.clone(),
-        watcher::Config::default().fields("spec.nodeName="),
-    )
-    .default_backoff()
-    .boxed();
-    let mut bound = watcher(pods_api, watcher::Config::default().fields("spec.nodeName!="))
+    let mut pending = watcher(pods_api, watcher::Config::default().fields("spec.nodeName="))
+        .default_backoff()
+        .boxed();
+    let bound_api = Api::<BoundPod>::all(client.clone());
+    let mut bound = watcher(bound_api, watcher::Config::default().fields("spec.nodeName!="))
         .default_backoff()
         .boxed();
     let mut s = Scheduler {
@@ -484,7 +541,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
                     match ev {
                         watcher::Event::Init => bound_relist.begin(),
                         watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                            let key = key_of(&p);
+                            let key = meta_key(&p.metadata);
                             bound_relist.saw(&key);
                             s.drop_pending(&key);
                             let node = p.spec.as_ref().and_then(|sp| sp.node_name.clone()).filter(|n| !n.is_empty());
@@ -493,7 +550,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
                                 s.set_assigned(key, if terminal { None } else { node });
                             }
                         }
-                        watcher::Event::Delete(p) => s.set_assigned(key_of(&p), None),
+                        watcher::Event::Delete(p) => s.set_assigned(meta_key(&p.metadata), None),
                         watcher::Event::InitDone => {
                             if let Some(seen) = bound_relist.finish() {
                                 let gone: Vec<String> = s.assigned.keys().filter(|k| !seen.contains(*k)).cloned().collect();

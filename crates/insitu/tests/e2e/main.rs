@@ -189,7 +189,8 @@ async fn sim_env(crash_image: String) -> anyhow::Result<(Env, insitu_sim::cluste
     use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
     let clock = insitu_sim::SimClock::new(k8s_openapi::jiff::Timestamp::now(), 1.0);
     let crash = ImageProfile {
-        fail: ImageFailure::CrashAfter(Duration::from_secs(2)),
+        // Same as `insitu nodes --crash-after-seconds` default: exits before any readiness probe passes.
+        fail: ImageFailure::CrashAfter(Duration::from_millis(500)),
         ..ImageProfile::default()
     };
     let config = insitu_sim::cluster::SimConfig {

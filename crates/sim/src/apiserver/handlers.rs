@@ -457,13 +457,13 @@ impl ApiServer {
             let Some(cur) = cur else {
                 if rt.create_on_update && mode == Mode::Main {
                     create = true;
-                    return self.prepare_create(rt, ns, name, body.clone()).map(Write::Put);
+                    return self.prepare_create(rt, ns, name, body).map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
             let old = cur.value();
             check_rv(rt, name, &body, &old)?;
-            self.finish_update(Target { rt, ns, name }, mode, body.clone(), &old, node.as_ref())
+            self.finish_update(Target { rt, ns, name }, mode, body, &old, node.as_ref())
         })?;
         let code = if create {
             StatusCode::CREATED
