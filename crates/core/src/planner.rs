@@ -34,7 +34,9 @@ pub fn plan(s: &Snapshot) -> Plan {
 fn golden_dump_tmp(s: &Snapshot, p: &Plan) {
     use std::hash::{Hash, Hasher};
     use std::io::Write;
-    let Ok(path) = std::env::var("INSITU_GOLDEN") else { return };
+    let Ok(path) = std::env::var("INSITU_GOLDEN") else {
+        return;
+    };
     let key = serde_json::json!({
         "cs": &*s.cloneset,
         "pods": s.pods.iter().map(|p| &**p).collect::<Vec<_>>(),
@@ -46,7 +48,11 @@ fn golden_dump_tmp(s: &Snapshot, p: &Plan) {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     key.hash(&mut h);
     let line = format!("{:016x}\t{p:?}\n", h.finish());
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     f.write_all(line.as_bytes()).unwrap();
 }
 // GOLDEN-TMP: end

@@ -72,14 +72,14 @@ impl<'a> Selector<'a> {
     pub(crate) fn matches_expressions(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
         self.exprs.iter().all(|e| {
-                let got = get(e.key);
-                match e.op {
-                    Op::In => got.is_some_and(|g| e.values.contains(&g)),
-                    Op::NotIn => got.is_none_or(|g| !e.values.contains(&g)),
-                    Op::Exists => got.is_some(),
-                    Op::DoesNotExist => got.is_none(),
-                    Op::Unknown => false,
-                }
+            let got = get(e.key);
+            match e.op {
+                Op::In => got.is_some_and(|g| e.values.contains(&g)),
+                Op::NotIn => got.is_none_or(|g| !e.values.contains(&g)),
+                Op::Exists => got.is_some(),
+                Op::DoesNotExist => got.is_none(),
+                Op::Unknown => false,
+            }
         })
     }
 }

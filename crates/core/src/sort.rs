@@ -48,7 +48,14 @@ fn after_or_zero_key(t: Option<Timestamp>) -> Option<Reverse<Timestamp>> {
 /// `active_pods` as a key computed once per pod: sorting then compares small tuples instead of re-reading
 /// each pod per comparison (`restarts()` walks the container statuses). Orders exactly as `active_pods`,
 /// including its first criterion (which, as written, puts pods with a node first).
-type ActiveKey = (Reverse<bool>, u8, bool, Option<Reverse<Timestamp>>, Reverse<i32>, Option<Reverse<Timestamp>>);
+type ActiveKey = (
+    Reverse<bool>,
+    u8,
+    bool,
+    Option<Reverse<Timestamp>>,
+    Reverse<i32>,
+    Option<Reverse<Timestamp>>,
+);
 
 fn active_key(f: &PodFacts) -> ActiveKey {
     (
@@ -56,7 +63,11 @@ fn active_key(f: &PodFacts) -> ActiveKey {
         f.phase_ord,
         f.ready,
         // Ready times only break ties between two ready pods.
-        if f.ready { after_or_zero_key(f.ready_since) } else { None },
+        if f.ready {
+            after_or_zero_key(f.ready_since)
+        } else {
+            None
+        },
         Reverse(f.restarts()),
         after_or_zero_key(f.created),
     )
@@ -140,8 +151,19 @@ pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize) {
         .enumerate()
         .map(|(i, f)| {
             (
-                (f.node_assigned, f.phase_ord, f.available, f.ready, f.deletion_cost, Reverse(ranks[i])),
-                if f.ready { after_or_zero_key(f.ready_since) } else { None },
+                (
+                    f.node_assigned,
+                    f.phase_ord,
+                    f.available,
+                    f.ready,
+                    f.deletion_cost,
+                    Reverse(ranks[i]),
+                ),
+                if f.ready {
+                    after_or_zero_key(f.ready_since)
+                } else {
+                    None
+                },
                 Reverse(f.restarts()),
                 after_or_zero_key(f.created),
                 f.name,
@@ -245,16 +267,23 @@ pub fn update_candidates_prefix(
     if scatter.is_empty() {
         let keys: Vec<_> = idx
             .iter()
-            .map(|&i| (facts[i].lc != Lc::PreparingUpdate, prio(i), active_key(&facts[i]), i))
+            .map(|&i| {
+                (
+                    facts[i].lc != Lc::PreparingUpdate,
+                    prio(i),
+                    active_key(&facts[i]),
+                    i,
+                )
+            })
             .collect();
         *idx = order_prefix(&keys, k).into_iter().map(|p| keys[p].3).collect();
         return;
     }
-    let keys: Vec<_> = idx
-        .iter()
-        .map(|&i| (prio(i), active_key(&facts[i]), i))
+    let keys: Vec<_> = idx.iter().map(|&i| (prio(i), active_key(&facts[i]), i)).collect();
+    *idx = order_prefix(&keys, keys.len())
+        .into_iter()
+        .map(|p| keys[p].2)
         .collect();
-    *idx = order_prefix(&keys, keys.len()).into_iter().map(|p| keys[p].2).collect();
     scatter_sort(facts, idx, scatter);
     idx.sort_by_key(|&i| facts[i].lc != Lc::PreparingUpdate);
 }

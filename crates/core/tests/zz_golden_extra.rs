@@ -72,7 +72,8 @@ fn golden_grid() {
         for ty in ["InPlaceIfPossible", "ReCreate"] {
             for (pi, prio) in priorities.iter().enumerate() {
                 for (si, scatter) in scatters.iter().enumerate() {
-                    for (mu, ms, part) in [(json!(2), json!(0), json!(0)), (json!("30%"), json!(2), json!(3))] {
+                    for (mu, ms, part) in [(json!(2), json!(0), json!(0)), (json!("30%"), json!(2), json!(3))]
+                    {
                         case += 1;
                         let mut strategy = json!({"type": ty, "maxUnavailable": mu, "maxSurge": ms,
                                                   "partition": part,
@@ -103,16 +104,25 @@ fn golden_grid() {
                                 .get_or_insert_with(Default::default)
                                 .insert("hold".into(), "true".into());
                         }
-                        w.cs.spec.template.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
+                        w.cs.spec.template.spec.as_mut().unwrap().containers[0].image =
+                            Some("nginx:2".into());
                         if (pi + si) % 2 == 1 {
-                            w.cs.spec.template.metadata.as_mut().unwrap().labels.as_mut().unwrap()
+                            w.cs.spec
+                                .template
+                                .metadata
+                                .as_mut()
+                                .unwrap()
+                                .labels
+                                .as_mut()
+                                .unwrap()
                                 .insert("extra".into(), "x".into());
                         }
                         w.cs.metadata.generation = Some(2);
                         if case % 5 == 2 {
                             let names = w.names();
                             w.cs.spec.scale_strategy = Some(
-                                serde_json::from_value(json!({"podsToDelete": [names[1], "gone-1"]})).unwrap(),
+                                serde_json::from_value(json!({"podsToDelete": [names[1], "gone-1"]}))
+                                    .unwrap(),
                             );
                         }
                         rollout(w, 25, 1 + case % 2);
@@ -127,7 +137,11 @@ fn golden_grid() {
 fn golden_scale_down_and_up() {
     for (from, to) in [(12, 5), (9, 1), (4, 10), (30, 29)] {
         for ty in ["InPlaceIfPossible", "ReCreate"] {
-            let mut w = World::new(cloneset(from, "nginx:1", json!({"type": ty, "maxUnavailable": 3})));
+            let mut w = World::new(cloneset(
+                from,
+                "nginx:1",
+                json!({"type": ty, "maxUnavailable": 3}),
+            ));
             w.converge(60);
             label_pods(&mut w);
             // Some not ready, some pending, to exercise the orderings.
@@ -156,21 +170,34 @@ fn golden_bench_fixture() {
             // Variants: scale down across 100 nodes, scatter + priority, podsToDelete, ReCreate.
             let mut cs = (*s.cloneset).clone();
             cs.spec.replicas = Some((n / 2) as i32);
-            let _ = insitu_core::plan(&insitu_core::Snapshot { cloneset: cs.into(), ..s.clone() });
+            let _ = insitu_core::plan(&insitu_core::Snapshot {
+                cloneset: cs.into(),
+                ..s.clone()
+            });
             let mut cs = (*s.cloneset).clone();
             let us = cs.spec.update_strategy.as_mut().unwrap();
             us.scatter_strategy = serde_json::from_value(json!([{"key": "app", "value": "web"}])).unwrap();
             us.priority_strategy = Some(
-                serde_json::from_value(json!({"orderPriority": [{"orderedKey": "apps.kruise.io/cloneset-instance-id"}]}))
-                    .unwrap(),
+                serde_json::from_value(
+                    json!({"orderPriority": [{"orderedKey": "apps.kruise.io/cloneset-instance-id"}]}),
+                )
+                .unwrap(),
             );
             cs.spec.min_ready_seconds = Some(7200);
-            let _ = insitu_core::plan(&insitu_core::Snapshot { cloneset: cs.into(), ..s.clone() });
+            let _ = insitu_core::plan(&insitu_core::Snapshot {
+                cloneset: cs.into(),
+                ..s.clone()
+            });
             let mut cs = (*s.cloneset).clone();
-            cs.spec.scale_strategy =
-                Some(serde_json::from_value(json!({"podsToDelete": ["web-000003", "web-000004", "nope"]})).unwrap());
+            cs.spec.scale_strategy = Some(
+                serde_json::from_value(json!({"podsToDelete": ["web-000003", "web-000004", "nope"]}))
+                    .unwrap(),
+            );
             cs.spec.update_strategy.as_mut().unwrap().type_ = Some("ReCreate".into());
-            let _ = insitu_core::plan(&insitu_core::Snapshot { cloneset: cs.into(), ..s.clone() });
+            let _ = insitu_core::plan(&insitu_core::Snapshot {
+                cloneset: cs.into(),
+                ..s.clone()
+            });
         }
     }
 }

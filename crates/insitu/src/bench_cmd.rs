@@ -225,7 +225,8 @@ fn scaled(mu: &IntOrString, replicas: usize) -> usize {
 }
 
 fn bench_cloneset(args: &BenchArgs, mu: IntOrString) -> anyhow::Result<CloneSet> {
-    let mut cs: CloneSet = serde_saphyr::from_str(crate::demo::SEED_YAML).context("parsing the seed CloneSet")?;
+    let mut cs: CloneSet =
+        serde_saphyr::from_str(crate::demo::SEED_YAML).context("parsing the seed CloneSet")?;
     let labels: BTreeMap<String, String> = [("app".to_string(), NAME.to_string())].into();
     cs.metadata.name = Some(NAME.into());
     cs.metadata.labels = Some(labels.clone());
@@ -254,7 +255,8 @@ fn floor(cs: &CloneSet, sim: &SimConfig, args: &BenchArgs, mu_pods: usize) -> Fl
     let profile = sim.images.lookup(NEW_IMAGE);
     // Readiness: probes at start + initialDelay + k·period, the app ready after warm-up; successThreshold passes.
     let readiness = c.readiness_probe.as_ref().map_or(profile.warmup, |p| {
-        let secs = |v: Option<i32>, d: i32| Duration::from_secs(u64::try_from(v.unwrap_or(d).max(0)).unwrap_or(0));
+        let secs =
+            |v: Option<i32>, d: i32| Duration::from_secs(u64::try_from(v.unwrap_or(d).max(0)).unwrap_or(0));
         let initial = secs(p.initial_delay_seconds, 0);
         let period = secs(p.period_seconds, 10).max(Duration::from_secs(1));
         let success = p.success_threshold.unwrap_or(1).max(1).unsigned_abs();
@@ -281,7 +283,8 @@ fn floor(cs: &CloneSet, sim: &SimConfig, args: &BenchArgs, mu_pods: usize) -> Fl
         per_pod_first_seconds: first.as_secs_f64(),
         per_pod_cached_seconds: cached.as_secs_f64(),
         floor_seconds: floor.as_secs_f64(),
-        floor_with_pull_every_batch_seconds: (first * u32::try_from(batches).unwrap_or(u32::MAX)).as_secs_f64(),
+        floor_with_pull_every_batch_seconds: (first * u32::try_from(batches).unwrap_or(u32::MAX))
+            .as_secs_f64(),
         ratio: 0.0,
     }
 }
@@ -341,7 +344,11 @@ fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
                 return prev.0;
             }
             let inside = cum - prev.1;
-            let frac = if inside > 0.0 { (rank - prev.1) / inside } else { 1.0 };
+            let frac = if inside > 0.0 {
+                (rank - prev.1) / inside
+            } else {
+                1.0
+            };
             return prev.0 + (le - prev.0) * frac;
         }
         prev = (le, cum);
@@ -386,7 +393,7 @@ fn write_counts(stats_after: &ApiStats, stats_before: &ApiStats, pods: usize) ->
         })
         .filter(|w| w.count > 0)
         .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|w| std::cmp::Reverse(w.count));
     out
 }
 
@@ -476,7 +483,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
 
     // Phase 1: N pods Ready.
     let (wall, t0) = (Instant::now(), clock.now());
-    css.create(&PostParams::default(), &cs).await.context("creating the CloneSet")?;
+    css.create(&PostParams::default(), &cs)
+        .await
+        .context("creating the CloneSet")?;
     let ready = wait_cloneset(
         &mut cs_events,
         &clock,
@@ -521,7 +530,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
                 max_not_ready = max_not_ready.max(i64::from(st.replicas) - i64::from(st.ready_replicas));
             }
         },
-        |c| settled(c, n) && c.status.as_ref().is_some_and(|s| s.update_revision != old_revision),
+        |c| {
+            settled(c, n)
+                && c.status
+                    .as_ref()
+                    .is_some_and(|s| s.update_revision != old_revision)
+        },
     )
     .await?;
     let rollout = Phase {
@@ -537,9 +551,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         .await?
         .items;
     let mut problems = Vec::new();
-    let live: Vec<&Pod> = after.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+    let live: Vec<&Pod> = after
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
     if live.len() != args.pods {
-        problems.push(format!("{} live pods after the rollout, expected {}", live.len(), args.pods));
+        problems.push(format!(
+            "{} live pods after the rollout, expected {}",
+            live.len(),
+            args.pods
+        ));
     }
     let count = |f: &dyn Fn(&Pod) -> bool| live.iter().filter(|p| !f(p)).count();
     let checks: [(&str, usize); 4] = [
@@ -549,7 +570,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         ),
         ("not on the new image", count(&|p| monitor::image(p) == NEW_IMAGE)),
         ("not Ready", count(&|p| monitor::ready(p) == "True")),
-        ("not restarted exactly once", count(&|p| monitor::restarts(p) == 1)),
+        (
+            "not restarted exactly once",
+            count(&|p| monitor::restarts(p) == 1),
+        ),
     ];
     for (what, bad) in checks {
         if bad > 0 {
@@ -570,7 +594,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             per_pod: d / args.pods as f64,
         })
         .collect();
-    controller_w.sort_by(|a, b| b.count.cmp(&a.count));
+    controller_w.sort_by_key(|w| std::cmp::Reverse(w.count));
     let controller_total: u64 = controller_w.iter().map(|w| w.count).sum();
     let controller_pod: u64 = controller_w
         .iter()
@@ -603,7 +627,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         .into_iter()
         .filter_map(|(k, d)| {
             let le = label(&k, "le")?;
-            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
             Some((le, d))
         })
         .collect();
@@ -735,20 +763,51 @@ pub fn render(r: &BenchReport) -> String {
         r.seed,
         if r.events { "on" } else { "off" }
     );
-    let _ = writeln!(s, "image {OLD_IMAGE} → {NEW_IMAGE}; cluster time is virtual (paused clock, as fast as possible)\n");
+    let _ = writeln!(
+        s,
+        "image {OLD_IMAGE} → {NEW_IMAGE}; cluster time is virtual (paused clock, as fast as possible)\n"
+    );
     let row = |s: &mut String, k: &str, v: String| {
         let _ = writeln!(s, "  {k:<44} {v}");
     };
-    row(&mut s, "setup: all pods Ready", format!("{:.1} s virtual, {:.2} s wall", r.setup.virtual_seconds, r.setup.wall_seconds));
-    row(&mut s, "rollout: all pods updated + Ready", format!("{:.2} s virtual, {:.2} s wall", r.rollout.virtual_seconds, r.rollout.wall_seconds));
-    row(&mut s, "in-place pods/s (virtual clock)", format!("{:.0}", r.pods_per_second));
-    row(&mut s, "in-place pods/s (wall clock)", format!("{:.0}", r.pods_per_wall_second));
+    row(
+        &mut s,
+        "setup: all pods Ready",
+        format!(
+            "{:.1} s virtual, {:.2} s wall",
+            r.setup.virtual_seconds, r.setup.wall_seconds
+        ),
+    );
+    row(
+        &mut s,
+        "rollout: all pods updated + Ready",
+        format!(
+            "{:.2} s virtual, {:.2} s wall",
+            r.rollout.virtual_seconds, r.rollout.wall_seconds
+        ),
+    );
+    row(
+        &mut s,
+        "in-place pods/s (virtual clock)",
+        format!("{:.0}", r.pods_per_second),
+    );
+    row(
+        &mut s,
+        "in-place pods/s (wall clock)",
+        format!("{:.0}", r.pods_per_wall_second),
+    );
     row(
         &mut s,
         "per-pod in-place time (kubelet)",
         format!(
             "grace {:.0} + preStop {:.0} + pull {:.0} + start {:.0} + readiness {:.0} = {:.0} s ({:.0} s once pulled)",
-            f.grace_seconds, f.pre_stop_seconds, f.pull_seconds, f.start_seconds, f.readiness_seconds, f.per_pod_first_seconds, f.per_pod_cached_seconds
+            f.grace_seconds,
+            f.pre_stop_seconds,
+            f.pull_seconds,
+            f.start_seconds,
+            f.readiness_seconds,
+            f.per_pod_first_seconds,
+            f.per_pod_cached_seconds
         ),
     );
     row(
@@ -756,45 +815,104 @@ pub fn render(r: &BenchReport) -> String {
         "kubelet-bound floor",
         format!(
             "{} batches: {:.0} + {} × {:.0} = {:.0} s (pull every batch: {:.0} s)",
-            f.batches, f.per_pod_first_seconds, f.batches - 1, f.per_pod_cached_seconds, f.floor_seconds, f.floor_with_pull_every_batch_seconds
+            f.batches,
+            f.per_pod_first_seconds,
+            f.batches - 1,
+            f.per_pod_cached_seconds,
+            f.floor_seconds,
+            f.floor_with_pull_every_batch_seconds
         ),
     );
     row(&mut s, "rollout / floor", format!("{:.3}", f.ratio));
-    row(&mut s, "worst not-Ready seen (CloneSet status)", format!("{}", r.max_not_ready_seen));
+    row(
+        &mut s,
+        "worst not-Ready seen (CloneSet status)",
+        format!("{}", r.max_not_ready_seen),
+    );
     let w = &r.writes;
     row(
         &mut s,
         "controller writes per updated pod",
-        format!("{:.2} total, {:.2} to pods + pods/status", w.controller_per_pod, w.controller_pod_writes_per_pod),
+        format!(
+            "{:.2} total, {:.2} to pods + pods/status",
+            w.controller_per_pod, w.controller_pod_writes_per_pod
+        ),
     );
     for c in &w.controller {
-        row(&mut s, &format!("    {} {}", c.verb, c.resource), format!("{} ({:.2}/pod)", c.count, c.per_pod));
+        row(
+            &mut s,
+            &format!("    {} {}", c.verb, c.resource),
+            format!("{} ({:.2}/pod)", c.count, c.per_pod),
+        );
     }
-    row(&mut s, "apiserver writes per updated pod (all clients)", format!("{:.2} ({} writes)", w.apiserver_per_pod, w.apiserver_total));
+    row(
+        &mut s,
+        "apiserver writes per updated pod (all clients)",
+        format!("{:.2} ({} writes)", w.apiserver_per_pod, w.apiserver_total),
+    );
     for c in &w.apiserver {
-        row(&mut s, &format!("    {} {}", c.verb, c.resource), format!("{} ({:.2}/pod)", c.count, c.per_pod));
+        row(
+            &mut s,
+            &format!("    {} {}", c.verb, c.resource),
+            format!("{} ({:.2}/pod)", c.count, c.per_pod),
+        );
     }
-    row(&mut s, "apiserver reads during rollout", format!("{} gets, {} lists, {} watches started", w.gets, w.lists, w.watches_started));
+    row(
+        &mut s,
+        "apiserver reads during rollout",
+        format!(
+            "{} gets, {} lists, {} watches started",
+            w.gets, w.lists, w.watches_started
+        ),
+    );
     let rec: Vec<String> = r.reconciles.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    row(&mut s, "reconciles", format!("{} ({})", r.reconciles_total, rec.join(", ")));
+    row(
+        &mut s,
+        "reconciles",
+        format!("{} ({})", r.reconciles_total, rec.join(", ")),
+    );
     let p = &r.planning;
     row(
         &mut s,
         "plan time, controller (histogram)",
-        format!("p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms over {} plans", p.controller_p50_ms, p.controller_p99_ms, p.controller_mean_ms, p.controller_calls),
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms over {} plans",
+            p.controller_p50_ms, p.controller_p99_ms, p.controller_mean_ms, p.controller_calls
+        ),
     );
-    row(&mut s, "plan time, settled N pods (direct)", format!("p50 {:.2} ms, p99 {:.2} ms", p.settled_p50_ms, p.settled_p99_ms));
+    row(
+        &mut s,
+        "plan time, settled N pods (direct)",
+        format!("p50 {:.2} ms, p99 {:.2} ms", p.settled_p50_ms, p.settled_p99_ms),
+    );
     row(
         &mut s,
         "plan time, image changed (direct)",
-        format!("p50 {:.2} ms, p99 {:.2} ms ({} actions)", p.changed_p50_ms, p.changed_p99_ms, p.changed_actions),
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms ({} actions)",
+            p.changed_p50_ms, p.changed_p99_ms, p.changed_actions
+        ),
     );
     let m = &r.memory;
-    row(&mut s, "peak RSS, whole process (VmHWM)", format!("{:.1} MiB (VmRSS now {:.1} MiB, after setup {:.1} MiB)", m.vm_hwm_mib, m.vm_rss_mib, m.rss_after_setup_mib));
-    row(&mut s, "controller pod cache (estimate)", format!("{:.1} MiB", m.controller_pod_cache_estimate_mib));
+    row(
+        &mut s,
+        "peak RSS, whole process (VmHWM)",
+        format!(
+            "{:.1} MiB (VmRSS now {:.1} MiB, after setup {:.1} MiB)",
+            m.vm_hwm_mib, m.vm_rss_mib, m.rss_after_setup_mib
+        ),
+    );
+    row(
+        &mut s,
+        "controller pod cache (estimate)",
+        format!("{:.1} MiB", m.controller_pod_cache_estimate_mib),
+    );
     let _ = writeln!(s);
     if r.problems.is_empty() {
-        let _ = writeln!(s, "OK: every pod kept its name and UID, runs {NEW_IMAGE}, is Ready and restarted once.");
+        let _ = writeln!(
+            s,
+            "OK: every pod kept its name and UID, runs {NEW_IMAGE}, is Ready and restarted once."
+        );
     } else {
         for p in &r.problems {
             let _ = writeln!(s, "FAIL: {p}");

@@ -225,7 +225,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     before.sort_by(|a, b| a.name.cmp(&b.name));
 
     // Phase 2: the image-only change.
-    out.line(&format!(
+    out.line(format!(
         "\nAll 3 pods Ready at t=+{:.1}s. Changing the image nginx:1.19.0 → {NEW_IMAGE} (image-only change).",
         elapsed(&clock)
     ));

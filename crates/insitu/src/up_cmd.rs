@@ -47,16 +47,26 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let clock = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
         let cluster = SimCluster::start(
-            SimConfig { nodes: args.nodes, seed: args.seed, ..Default::default() },
+            SimConfig {
+                nodes: args.nodes,
+                seed: args.seed,
+                ..Default::default()
+            },
             clock.clone(),
         )
         .await
         .context("starting the simulated cluster")?;
-        let (addr, server) =
-            cluster.apiserver.serve(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
+        let (addr, server) = cluster
+            .apiserver
+            .serve(args.addr)
+            .await
+            .with_context(|| format!("binding {}", args.addr))?;
         std::fs::write(&args.kubeconfig, kubeconfig_yaml(addr))
             .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
-        println!("simulated cluster up: {} nodes, apiserver http://{addr}", args.nodes);
+        println!(
+            "simulated cluster up: {} nodes, apiserver http://{addr}",
+            args.nodes
+        );
         println!("  export KUBECONFIG={}", args.kubeconfig.display());
         println!("  kubectl apply -f examples/cloneset-demo.yaml");
         println!("Ctrl-C to stop.");

@@ -21,11 +21,18 @@ fn env_change_recreates_pods_within_max_unavailable() {
             pods.len() == 4
                 && pods.iter().all(|p| is_ready(p) && !before.contains(&uid(p)))
                 && pods.iter().all(|p| {
-                    p.spec.as_ref().unwrap().containers[0].env.as_ref().unwrap()[0].value.as_deref() == Some("v2.0")
+                    p.spec.as_ref().unwrap().containers[0].env.as_ref().unwrap()[0]
+                        .value
+                        .as_deref()
+                        == Some("v2.0")
                 })
         })
         .await;
-        assert!(h.worst_unavailable() <= 1, "maxUnavailable 1, saw {}", h.worst_unavailable());
+        assert!(
+            h.worst_unavailable() <= 1,
+            "maxUnavailable 1, saw {}",
+            h.worst_unavailable()
+        );
     });
 }
 
@@ -34,27 +41,41 @@ fn partition_keeps_old_pods_and_updates_the_canaries_in_place() {
     run(async {
         let h = Harness::start(12).await;
         let mut cs = cloneset("canary", 10);
-        cs.spec.update_strategy.as_mut().unwrap().partition = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8));
+        cs.spec.update_strategy.as_mut().unwrap().partition =
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8));
         h.create(&cs).await;
         h.wait_ready("canary", 10, None, 120).await;
         let before: Vec<String> = h.pods("canary").await.iter().map(uid).collect();
         h.set_image("canary", "nginx:1.21.0").await;
         h.wait_for("2 pods on the new image and status settled", 600, || async {
             let pods = h.pods("canary").await;
-            let updated = pods.iter().filter(|p| insitu::monitor::image(p) == "nginx:1.21.0" && is_ready(p)).count();
+            let updated = pods
+                .iter()
+                .filter(|p| insitu::monitor::image(p) == "nginx:1.21.0" && is_ready(p))
+                .count();
             let st = h.status("canary").await;
             updated == 2 && st.updated_ready_replicas == 2
         })
         .await;
         h.sleep(120).await;
         let pods = h.pods("canary").await;
-        assert_eq!(pods.iter().filter(|p| insitu::monitor::image(p) == "nginx:1.21.0").count(), 2, "exactly 2 canaries");
-        assert!(pods.iter().all(|p| before.contains(&uid(p))), "all updates in place");
+        assert_eq!(
+            pods.iter()
+                .filter(|p| insitu::monitor::image(p) == "nginx:1.21.0")
+                .count(),
+            2,
+            "exactly 2 canaries"
+        );
+        assert!(
+            pods.iter().all(|p| before.contains(&uid(p))),
+            "all updates in place"
+        );
         let st = h.status("canary").await;
         assert_eq!(st.updated_replicas, 2);
         assert_eq!(st.expected_updated_replicas, 2);
         // Lower the partition: the rest follow, in place.
-        h.merge_patch("canary", json!({"spec": {"updateStrategy": {"partition": 0}}})).await;
+        h.merge_patch("canary", json!({"spec": {"updateStrategy": {"partition": 0}}}))
+            .await;
         h.wait_ready("canary", 10, Some("nginx:1.21.0"), 900).await;
         assert!(h.pods("canary").await.iter().all(|p| before.contains(&uid(p))));
     });
@@ -68,19 +89,32 @@ fn pause_stops_the_rollout_and_resume_completes_it() {
         h.wait_ready("pausy", 5, None, 120).await;
         h.set_image("pausy", "nginx:1.21.0").await;
         h.wait_for("first pod on the new image", 300, || async {
-            h.pods("pausy").await.iter().any(|p| insitu::monitor::image(p) == "nginx:1.21.0")
+            h.pods("pausy")
+                .await
+                .iter()
+                .any(|p| insitu::monitor::image(p) == "nginx:1.21.0")
         })
         .await;
-        h.merge_patch("pausy", json!({"spec": {"updateStrategy": {"paused": true}}})).await;
+        h.merge_patch("pausy", json!({"spec": {"updateStrategy": {"paused": true}}}))
+            .await;
         h.sleep(30).await;
-        let updated_at_pause =
-            h.pods("pausy").await.iter().filter(|p| insitu::monitor::image(p) == "nginx:1.21.0").count();
+        let updated_at_pause = h
+            .pods("pausy")
+            .await
+            .iter()
+            .filter(|p| insitu::monitor::image(p) == "nginx:1.21.0")
+            .count();
         h.sleep(300).await;
-        let updated_later =
-            h.pods("pausy").await.iter().filter(|p| insitu::monitor::image(p) == "nginx:1.21.0").count();
+        let updated_later = h
+            .pods("pausy")
+            .await
+            .iter()
+            .filter(|p| insitu::monitor::image(p) == "nginx:1.21.0")
+            .count();
         assert_eq!(updated_at_pause, updated_later, "no pod updated while paused");
         assert!(updated_later < 5);
-        h.merge_patch("pausy", json!({"spec": {"updateStrategy": {"paused": false}}})).await;
+        h.merge_patch("pausy", json!({"spec": {"updateStrategy": {"paused": false}}}))
+            .await;
         h.wait_ready("pausy", 5, Some("nginx:1.21.0"), 900).await;
     });
 }
@@ -113,8 +147,9 @@ fn max_unavailable_percent_bounds_each_batch() {
     run(async {
         let h = Harness::start(15).await;
         let mut cs = cloneset("batchy", 20);
-        cs.spec.update_strategy.as_mut().unwrap().max_unavailable =
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("20%".into()));
+        cs.spec.update_strategy.as_mut().unwrap().max_unavailable = Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("20%".into()),
+        );
         h.create(&cs).await;
         h.wait_ready("batchy", 20, None, 180).await;
         h.track_unavailable();

@@ -46,9 +46,16 @@ pub fn cloneset(name: &str, replicas: i32) -> CloneSet {
 impl Harness {
     pub async fn start(seed: u64) -> Self {
         let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap(), 1.0);
-        let cluster = SimCluster::start(SimConfig { nodes: 4, seed, ..Default::default() }, clock.clone())
-            .await
-            .expect("sim starts");
+        let cluster = SimCluster::start(
+            SimConfig {
+                nodes: 4,
+                seed,
+                ..Default::default()
+            },
+            clock.clone(),
+        )
+        .await
+        .expect("sim starts");
         let client = cluster.client.clone();
         let metrics = Arc::new(Metrics::new());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -67,7 +74,11 @@ impl Harness {
         let reader = store.clone();
         let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
         tokio::spawn(async move {
-            let mut events = Box::pin(watcher(pods_api, watcher::Config::default()).reflect(writer).applied_objects());
+            let mut events = Box::pin(
+                watcher(pods_api, watcher::Config::default())
+                    .reflect(writer)
+                    .applied_objects(),
+            );
             while events.next().await.is_some() {
                 let mut guard = tracker.lock().unwrap();
                 if let Some(worst) = guard.as_mut() {
@@ -80,7 +91,14 @@ impl Harness {
                 }
             }
         });
-        Harness { cluster, client, metrics, pods: store, max_unavailable, stop: Some(tx) }
+        Harness {
+            cluster,
+            client,
+            metrics,
+            pods: store,
+            max_unavailable,
+            stop: Some(tx),
+        }
     }
 
     pub fn clonesets(&self) -> Api<CloneSet> {
@@ -92,16 +110,25 @@ impl Harness {
     }
 
     pub async fn create(&self, cs: &CloneSet) {
-        self.clonesets().create(&PostParams::default(), cs).await.expect("create cloneset");
+        self.clonesets()
+            .create(&PostParams::default(), cs)
+            .await
+            .expect("create cloneset");
     }
 
     pub async fn json_patch(&self, name: &str, patch: serde_json::Value) {
         let p: json_patch::Patch = serde_json::from_value(patch).expect("patch");
-        self.clonesets().patch(name, &PatchParams::default(), &Patch::<()>::Json(p)).await.expect("patch cloneset");
+        self.clonesets()
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+            .await
+            .expect("patch cloneset");
     }
 
     pub async fn merge_patch(&self, name: &str, patch: serde_json::Value) {
-        self.clonesets().patch(name, &PatchParams::default(), &Patch::Merge(patch)).await.expect("patch cloneset");
+        self.clonesets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch cloneset");
     }
 
     pub async fn set_image(&self, name: &str, image: &str) {
@@ -128,7 +155,12 @@ impl Harness {
     }
 
     pub async fn status(&self, name: &str) -> insitu_api::CloneSetStatus {
-        self.clonesets().get_status(name).await.expect("get cloneset").status.unwrap_or_default()
+        self.clonesets()
+            .get_status(name)
+            .await
+            .expect("get cloneset")
+            .status
+            .unwrap_or_default()
     }
 
     /// Starts recording the worst number of unavailable pods.
@@ -160,7 +192,9 @@ impl Harness {
         self.wait_for(&format!("{n} ready pods of {app} on {image:?}"), secs, || async {
             let pods = self.pods(app).await;
             pods.len() == n
-                && pods.iter().all(|p| is_ready(p) && image.is_none_or(|i| insitu::monitor::image(p) == i))
+                && pods
+                    .iter()
+                    .all(|p| is_ready(p) && image.is_none_or(|i| insitu::monitor::image(p) == i))
         })
         .await;
     }
