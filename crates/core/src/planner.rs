@@ -23,39 +23,8 @@ use crate::{FeatureGates, Snapshot};
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
 pub fn plan(s: &Snapshot) -> Plan {
-    let p = Planner::new(s).run();
-    #[cfg(debug_assertions)]
-    golden_dump_tmp(s, &p); // GOLDEN-TMP
-    p
+    Planner::new(s).run()
 }
-
-// GOLDEN-TMP: begin
-#[cfg(debug_assertions)]
-fn golden_dump_tmp(s: &Snapshot, p: &Plan) {
-    use std::hash::{Hash, Hasher};
-    use std::io::Write;
-    let Ok(path) = std::env::var("INSITU_GOLDEN") else {
-        return;
-    };
-    let key = serde_json::json!({
-        "cs": &*s.cloneset,
-        "pods": s.pods.iter().map(|p| &**p).collect::<Vec<_>>(),
-        "revs": s.revisions.iter().map(|r| &**r).collect::<Vec<_>>(),
-        "now": s.now.to_string(),
-        "gates": format!("{:?}", s.gates),
-    })
-    .to_string();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut h);
-    let line = format!("{:016x}\t{p:?}\n", h.finish());
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    f.write_all(line.as_bytes()).unwrap();
-}
-// GOLDEN-TMP: end
 
 struct Planner<'a> {
     s: &'a Snapshot,
@@ -68,7 +37,8 @@ struct Planner<'a> {
     /// `now` as RFC3339, formatted on first use: every lifecycle patch carries it.
     now_rfc3339: OnceCell<String>,
     /// The last `budget::calculate` and its inputs (PreparingUpdate counted as updated, exclude
-    /// PreparingDelete): scale and update usually ask for the same numbers, and each asks walks every pod.
+    /// PreparingDelete; the pods are fixed for the plan): scale and update usually ask for the same
+    /// numbers, and each computation walks every pod.
     budget_memo: Option<((bool, bool), Budget)>,
 }
 
@@ -132,9 +102,9 @@ impl<'a> Planner<'a> {
         lifecycle_patch(f, state, now)
     }
 
-    /// Kruise `calculateDiffsWithExpectation` over the active pods. `count_preparing_update`: the
-    /// PreparingUpdateAsUpdate gate, for scale only. Memoised because it walks every pod and scale and
-    /// update usually ask with the same inputs.
+    /// Kruise `calculateDiffsWithExpectation` over the plan's active pods (`facts`, the same slice for
+    /// scale and update). `count_preparing_update`: the PreparingUpdateAsUpdate gate, for scale only.
+    /// Memoised (see `budget_memo`).
     fn budget(&mut self, facts: &[PodFacts], count_preparing_update: bool, exclude_pd: bool) -> Budget {
         let inputs = (count_preparing_update, exclude_pd);
         if let Some((memo_inputs, b)) = &self.budget_memo
@@ -199,7 +169,7 @@ impl<'a> Planner<'a> {
             selector: Some(&selector),
         };
         let mut facts: Vec<PodFacts> = Vec::with_capacity(self.s.pods.len());
-        let mut released = 0usize;
+        let (mut released, mut sorted) = (0usize, true);
         for p in &self.s.pods {
             let classified = PodFacts::classify(p, &ctx);
             if !classified.0.active {
@@ -209,6 +179,8 @@ impl<'a> Planner<'a> {
                 released += 1;
                 continue;
             }
+            // Order checked here, while this pod is being read, not in a second walk over every name.
+            sorted &= facts.last().is_none_or(|last| last.name <= classified.0.name);
             facts.push(classified.0);
         }
         if released > 0 {
@@ -217,7 +189,7 @@ impl<'a> Planner<'a> {
             ));
         }
         // Deterministic whatever order the cache lists pods in.
-        if !facts.is_sorted_by(|a, b| a.name <= b.name) {
+        if !sorted {
             facts.sort_unstable_by(|a, b| a.name.cmp(b.name));
         }
 
@@ -377,12 +349,17 @@ impl<'a> Planner<'a> {
         let cs = self.cs;
         let spec = &cs.spec;
         let replicas = spec.replicas();
-        let specified: Vec<&PodFacts> = facts.iter().filter(|f| f.specified_delete).collect();
-        let pre_delete: Vec<&PodFacts> = facts.iter().filter(|f| f.preparing_delete()).collect();
-        let num_to_delete = facts
-            .iter()
-            .filter(|f| f.specified_delete || f.preparing_delete())
-            .count();
+        // One pass: pods specified for deletion, pods in PreparingDelete (usually none of either).
+        let (mut specified, mut pre_delete, mut num_to_delete) = (Vec::new(), Vec::new(), 0usize);
+        for f in facts {
+            if f.specified_delete {
+                specified.push(f);
+            }
+            if f.preparing_delete() {
+                pre_delete.push(f);
+            }
+            num_to_delete += usize::from(f.specified_delete || f.preparing_delete());
+        }
 
         // Kruise managePreparingDelete: pods waiting in PreparingDelete come back when replicas need them,
         // unless a preDelete/inPlaceUpdate hook marks pods not ready (no regret then).

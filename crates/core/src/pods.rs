@@ -126,6 +126,7 @@ pub(crate) struct FactsContext<'c> {
 }
 
 impl<'a> PodFacts<'a> {
+    /// The facts of one pod (see `classify`, which the planner calls with its selector).
     pub fn new(
         pod: &'a Pod,
         now: Timestamp,

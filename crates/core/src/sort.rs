@@ -512,4 +512,89 @@ mod tests {
         // no key (level −1) first, then k1 by suffix descending, then k2.
         assert_eq!(idx, vec![3, 2, 1, 0]);
     }
+
+    /// Pods that differ in every sort criterion (and tie on some), deterministic.
+    fn varied_pods(n: usize) -> Vec<Pod> {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        (0..n)
+            .map(|i| {
+                let t = |s: u64| format!("2026-01-01T00:{:02}:{:02}Z", s / 60, s % 60);
+                let ready = next(4) != 0;
+                let zone = ["a", "b", "c"][next(3) as usize];
+                let phase = ["Pending", "Unknown", "Running", "Running"][next(4) as usize];
+                let mut labels = serde_json::json!({ "zone": zone });
+                if next(3) == 0 {
+                    labels["lifecycle.apps.kruise.io/state"] = "PreparingUpdate".into();
+                }
+                if next(2) == 0 {
+                    labels["rank"] = format!("r-{}", next(5)).into();
+                }
+                let mut spec = serde_json::json!({"containers": []});
+                if next(5) != 0 {
+                    spec["nodeName"] = format!("node-{}", next(3)).into();
+                }
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("p{i:03}"), "labels": labels,
+                                 "creationTimestamp": t(next(4)),
+                                 "annotations": {"controller.kubernetes.io/pod-deletion-cost": next(3).to_string()}},
+                    "spec": spec,
+                    "status": {"phase": phase,
+                               "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                                               "lastTransitionTime": t(next(4))}],
+                               "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true,
+                                                      "restartCount": next(3)}]}
+                }))
+                .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn prefix_orders_equal_the_full_comparator_sorts() {
+        let pods = varied_pods(60);
+        let f = facts(&pods);
+        let prio: UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({"orderPriority": [
+            {"orderedKey": "rank"}
+        ]}))
+        .unwrap();
+        for priority in [None, Some(&prio)] {
+            // The order as originally written: comparator sort, then stable priority and PreparingUpdate sorts.
+            let mut want: Vec<usize> = (0..f.len()).collect();
+            want.sort_by(|&i, &j| active_pods(&f[i], &f[j]).then(i.cmp(&j)));
+            if let Some(ps) = priority {
+                let p = Priority::new(ps);
+                want.sort_by_key(|&i| p.key(&f[i]));
+            }
+            want.sort_by_key(|&i| f[i].lc != Lc::PreparingUpdate);
+            for k in [0, 1, 7, 30, 59, 60, 100] {
+                let mut got: Vec<usize> = (0..f.len()).collect();
+                update_candidates_prefix(&f, &mut got, priority, &[], k);
+                let k = k.min(f.len());
+                assert_eq!(got[..k], want[..k], "prefix {k}");
+                let mut rest = got[k..].to_vec();
+                rest.sort_unstable();
+                let mut want_rest = want[k..].to_vec();
+                want_rest.sort_unstable();
+                assert_eq!(rest, want_rest);
+            }
+        }
+
+        let all: Vec<&PodFacts> = f.iter().collect();
+        let ranks = same_node_ranks(&all);
+        let mut want: Vec<usize> = (0..all.len()).collect();
+        want.sort_by(|&i, &j| with_rank(all[i], all[j], ranks[i], ranks[j], true));
+        for k in [0, 1, 7, 30, 60] {
+            let mut got = all.clone();
+            scale_down_prefix(&mut got, k);
+            let names: Vec<&str> = got[..k].iter().map(|p| p.name).collect();
+            let want_names: Vec<&str> = want[..k].iter().map(|&i| all[i].name).collect();
+            assert_eq!(names, want_names, "scale-down prefix {k}");
+        }
+    }
 }

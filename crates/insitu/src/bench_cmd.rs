@@ -125,6 +125,8 @@ pub struct Writes {
     pub watches_started: u64,
     pub lists: u64,
     pub gets: u64,
+    /// Requests answered with an error status (409 conflicts, mostly), all clients.
+    pub errors: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -142,6 +144,10 @@ pub struct Planning {
     pub changed_p50_ms: f64,
     pub changed_p99_ms: f64,
     pub changed_actions: usize,
+    /// The controller's snapshot step (select the CloneSet's pods from the reflector cache, as
+    /// `insitu_controller::snapshot::build` does), timed on an identical N-pod cache.
+    pub snapshot_p50_ms: f64,
+    pub snapshot_p99_ms: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -176,6 +182,8 @@ pub struct BenchReport {
     /// Reconciles during the rollout, by result.
     pub reconciles: BTreeMap<String, u64>,
     pub reconciles_total: u64,
+    /// Reconciles from the CloneSet's creation until all pods were Ready.
+    pub setup_reconciles: u64,
     pub planning: Planning,
     pub memory: Memory,
     /// Worst `replicas − readyReplicas` the CloneSet status showed during the rollout.
@@ -612,6 +620,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         watches_started: stats1.watches - stats0.watches,
         lists: stats1.lists - stats0.lists,
         gets: stats1.reads - stats0.reads,
+        errors: stats1.errors - stats0.errors,
     };
 
     // Reconciles.
@@ -647,6 +656,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         .await?
         .items;
     let cs_now = css.get(NAME).await?;
+    let cs_uid = cs_now.uid().unwrap_or_default();
     let snap_pods: Vec<Arc<Pod>> = after
         .iter()
         .map(|p| {
@@ -677,7 +687,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     snap.cloneset = Arc::new(changed);
     let (changed_p50, changed_p99, changed_actions) = time_plan(&snap, args.plan_samples);
     drop(snap);
-    let planning = Planning {
+    let mut planning = Planning {
         controller_calls: calls as u64,
         controller_p50_ms: quantile(&buckets, 0.5) * 1e3,
         controller_p99_ms: quantile(&buckets, 0.99) * 1e3,
@@ -687,10 +697,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         changed_p50_ms: changed_p50,
         changed_p99_ms: changed_p99,
         changed_actions,
+        ..Default::default()
     };
 
     // Memory: whole process, and the controller's pod cache rebuilt in a fresh arena.
-    let cache_estimate = {
+    let samples_n = args.plan_samples.max(1);
+    let (cache_estimate, snapshot_ms) = {
         let pods = Arc::new(after);
         let handle = std::thread::spawn(move || {
             let (reader, mut writer) = kube::runtime::reflector::store::<Pod>();
@@ -703,11 +715,31 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             }
             writer.apply_watcher_event(&watcher::Event::InitDone);
             let grown = proc_memory().1 - before;
+            // The snapshot step of every reconcile: all cached pods, filtered by namespace and controller UID.
+            let mut ms = Vec::with_capacity(samples_n);
+            for _ in 0..samples_n {
+                let t = Instant::now();
+                let owned: Vec<Arc<Pod>> = reader
+                    .state()
+                    .into_iter()
+                    .filter(|p| {
+                        p.metadata.namespace.as_deref() == Some("default")
+                            && p.owner_references()
+                                .iter()
+                                .any(|r| r.controller == Some(true) && r.uid == cs_uid)
+                    })
+                    .collect();
+                drop(owned);
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            ms.sort_by(f64::total_cmp);
             drop(reader);
-            grown
+            (grown, ms)
         });
-        handle.join().unwrap_or(0.0)
+        handle.join().unwrap_or_default()
     };
+    planning.snapshot_p50_ms = percentile(&snapshot_ms, 0.5);
+    planning.snapshot_p99_ms = percentile(&snapshot_ms, 0.99);
     let (hwm, rss) = proc_memory();
 
     fl.ratio = if fl.floor_seconds > 0.0 {
@@ -730,6 +762,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         writes,
         reconciles,
         reconciles_total,
+        setup_reconciles: metrics0
+            .iter()
+            .filter(|(k, _)| k.starts_with("insitu_reconcile_total"))
+            .map(|(_, v)| *v as u64)
+            .sum(),
         planning,
         memory: Memory {
             vm_hwm_mib: hwm,
@@ -774,8 +811,8 @@ pub fn render(r: &BenchReport) -> String {
         &mut s,
         "setup: all pods Ready",
         format!(
-            "{:.1} s virtual, {:.2} s wall",
-            r.setup.virtual_seconds, r.setup.wall_seconds
+            "{:.1} s virtual, {:.2} s wall, {} reconciles",
+            r.setup.virtual_seconds, r.setup.wall_seconds, r.setup_reconciles
         ),
     );
     row(
@@ -861,8 +898,8 @@ pub fn render(r: &BenchReport) -> String {
         &mut s,
         "apiserver reads during rollout",
         format!(
-            "{} gets, {} lists, {} watches started",
-            w.gets, w.lists, w.watches_started
+            "{} gets, {} lists, {} watches started, {} error responses",
+            w.gets, w.lists, w.watches_started, w.errors
         ),
     );
     let rec: Vec<String> = r.reconciles.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -884,6 +921,11 @@ pub fn render(r: &BenchReport) -> String {
         &mut s,
         "plan time, settled N pods (direct)",
         format!("p50 {:.2} ms, p99 {:.2} ms", p.settled_p50_ms, p.settled_p99_ms),
+    );
+    row(
+        &mut s,
+        "snapshot step, N pods in cache (direct)",
+        format!("p50 {:.2} ms, p99 {:.2} ms", p.snapshot_p50_ms, p.snapshot_p99_ms),
     );
     row(
         &mut s,

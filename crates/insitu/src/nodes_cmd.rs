@@ -119,7 +119,7 @@ impl NodesArgs {
 pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let client = client_from(args.kubeconfig.as_deref()).await?;
+        let client = client_from(args.kubeconfig.as_deref(), "nodes").await?;
         // Real time: a SimClock at speed 1 on an unpaused runtime.
         let clock: Arc<dyn Clock> = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
         let config = args.config();

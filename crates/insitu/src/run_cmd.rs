@@ -102,8 +102,13 @@ fn default_identity() -> String {
     format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
-pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+/// A client from `kubeconfig` (or the usual inference), identifying itself as `insitu/<version> (<component>)`
+/// (the User-Agent shows up in audit logs and apiserver metrics).
+pub async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    component: &str,
+) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -111,6 +116,10 @@ pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
         }
         None => kube::Config::infer().await?,
     };
+    let agent = format!("insitu/{} ({component})", env!("CARGO_PKG_VERSION"));
+    config
+        .headers
+        .push((axum::http::header::USER_AGENT, agent.parse()?));
     Ok(kube::Client::try_from(config)?)
 }
 
@@ -118,7 +127,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let gates = insitu_core::FeatureGates::parse(&args.feature_gates).map_err(anyhow::Error::msg)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let client = client_from(args.kubeconfig.as_deref()).await?;
+        let client = client_from(args.kubeconfig.as_deref(), "controller").await?;
         let metrics = Arc::new(Metrics::new());
         let m = metrics.clone();
         let app = Router::new()

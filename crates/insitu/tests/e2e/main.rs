@@ -98,6 +98,7 @@ macro_rules! scenario {
 fn all_scenarios() -> Vec<Scenario> {
     vec![
         scenario!(rbac, 1, true, 60),
+        scenario!(crd_validation, 1, false, 60),
         scenario!(seed, 1, false, 360),
         scenario!(recreate, 1, false, 240),
         scenario!(partition, 1, false, 300),

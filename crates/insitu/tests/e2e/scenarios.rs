@@ -636,13 +636,12 @@ pub async fn leader_kill(env: &Env, ns: &str) -> anyhow::Result<()> {
     ensure(takeover <= Duration::from_secs(25), || {
         format!("takeover took {takeover:?} (> lease duration + retry)")
     })?;
-    ensure(
-        std::process::Command::new("kill")
-            .args(["-0", &pid.to_string()])
-            .status()
-            .is_ok_and(|s| !s.success()),
-        || format!("old leader pid {pid} still alive"),
-    )?;
+    let alive = std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ensure(!alive, || format!("old leader pid {pid} still alive"))?;
     let (_, after) = wait_rolled_out(env, ns, name, 8, IMAGE_V2, Duration::from_secs(150)).await?;
     ensure(identities(&before) == identities(&after), || {
         "pods were recreated across the failover".into()
@@ -680,9 +679,9 @@ pub async fn api_hygiene(env: &Env, _ns: &str) -> anyhow::Result<()> {
         if ev["user"]["username"] != json!(user) || ev["stage"] != json!("ResponseComplete") {
             continue;
         }
-        // The e2e's own probes with this token (secrets, listings) are not the controller's.
+        // Only the controller (`insitu/<version> (controller)`), not the e2e's own probes with this token.
         let ua = ev["userAgent"].as_str().unwrap_or_default();
-        if ua.starts_with("insitu-e2e") {
+        if !(ua.starts_with("insitu/") && ua.ends_with("(controller)")) {
             continue;
         }
         total += 1;
@@ -739,4 +738,126 @@ pub async fn api_hygiene(env: &Env, _ns: &str) -> anyhow::Result<()> {
     ensure(log_hits.is_empty(), || {
         format!("422s in controller logs: {}", log_hits.join(" | "))
     })
+}
+
+/// The CRD's validation rules (structural schema + CEL) on the apiserver reject invalid CloneSets with the same
+/// field paths and messages as the Rust validator (`insitu_api::validation`), on create and on update.
+pub async fn crd_validation(env: &Env, ns: &str) -> anyhow::Result<()> {
+    use insitu_api::validation::{validate_create, validate_update};
+    let base = || {
+        let mut v = fast_cloneset("valid", 0, 1);
+        v["metadata"]["namespace"] = json!(ns);
+        v
+    };
+    let cases: Vec<(&str, serde_json::Value)> = vec![
+        ("negative replicas", {
+            let mut v = base();
+            v["spec"]["replicas"] = json!(-1);
+            v
+        }),
+        ("selector does not match the template labels", {
+            let mut v = base();
+            v["spec"]["selector"] = json!({"matchLabels": {"app": "other"}});
+            v
+        }),
+        ("activeDeadlineSeconds", {
+            let mut v = base();
+            v["spec"]["template"]["spec"]["activeDeadlineSeconds"] = json!(10);
+            v
+        }),
+        ("unknown update strategy type", {
+            let mut v = base();
+            v["spec"]["updateStrategy"]["type"] = json!("Sideways");
+            v
+        }),
+        ("InPlaceOnly with maxSurge", {
+            let mut v = base();
+            v["spec"]["updateStrategy"]["type"] = json!("InPlaceOnly");
+            v["spec"]["updateStrategy"]["maxSurge"] = json!(1);
+            v
+        }),
+        ("maxUnavailable and maxSurge both 0", {
+            let mut v = base();
+            v["spec"]["replicas"] = json!(2);
+            v["spec"]["updateStrategy"]["maxUnavailable"] = json!(0);
+            v["spec"]["updateStrategy"]["maxSurge"] = json!(0);
+            v
+        }),
+    ];
+    let api = clonesets(env, ns);
+    let mut problems = Vec::new();
+    for (what, manifest) in cases {
+        let cs: CloneSet = serde_json::from_value(manifest)?;
+        let expected = validate_create(&cs);
+        if expected.is_empty() {
+            problems.push(format!(
+                "{what}: the Rust validator accepts it (test case is wrong)"
+            ));
+            continue;
+        }
+        match api.create(&PostParams::default(), &cs).await {
+            Err(kube::Error::Api(s)) if s.code == 422 => {
+                for e in &expected {
+                    if !(s.message.contains(&e.field) && s.message.contains(&e.detail)) {
+                        problems.push(format!(
+                            "{what}: apiserver said {:?}, Rust expects {e}",
+                            s.message
+                        ));
+                    }
+                }
+            }
+            Ok(_) => {
+                let _ = api.delete("valid", &Default::default()).await;
+                problems.push(format!(
+                    "{what}: accepted by the apiserver, Rust says {expected:?}"
+                ));
+            }
+            Err(e) => problems.push(format!("{what}: expected 422, got {e}")),
+        }
+    }
+    // A valid one is accepted; then an update of an immutable field is rejected like the Rust update rules.
+    let valid: CloneSet = serde_json::from_value(base())?;
+    ensure(validate_create(&valid).is_empty(), || {
+        "the base CloneSet is invalid in Rust".into()
+    })?;
+    let created = api
+        .create(&PostParams::default(), &valid)
+        .await
+        .context("creating a valid CloneSet")?;
+    let mut changed = created.clone();
+    changed.spec.selector = serde_json::from_value(json!({"matchLabels": {"app": "valid", "tier": "x"}}))?;
+    if let Some(labels) = changed
+        .spec
+        .template
+        .metadata
+        .as_mut()
+        .and_then(|m| m.labels.as_mut())
+    {
+        labels.insert("tier".into(), "x".into());
+    }
+    let expected = validate_update(&changed, &created);
+    match api.replace("valid", &PostParams::default(), &changed).await {
+        Err(kube::Error::Api(s)) if s.code == 422 => {
+            for e in &expected {
+                if !(s.message.contains(&e.field) && s.message.contains(&e.detail)) {
+                    problems.push(format!(
+                        "selector update: apiserver said {:?}, Rust expects {e}",
+                        s.message
+                    ));
+                }
+            }
+            if expected.is_empty() {
+                problems.push(format!(
+                    "selector update: rejected ({}) but Rust accepts it",
+                    s.message
+                ));
+            }
+        }
+        other => problems.push(format!(
+            "selector update: expected 422, got {:?}",
+            other.map(|c| c.name_any())
+        )),
+    }
+    let _ = api.delete("valid", &Default::default()).await;
+    ensure(problems.is_empty(), || problems.join("\n      "))
 }
