@@ -4,8 +4,8 @@
 //! in order, e.g. InPlaceUpdateReady=False before the pod PUT), pod creations in Kruise's slow-start batches,
 //! then spec fixes. The first failure ends the round; the next reconcile re-plans from fresh caches.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use futures::stream::{self, StreamExt};
 use insitu_api::keys::{self, events as ev};
@@ -50,6 +50,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         cs,
         ns: ns.clone(),
         key,
+        written: Mutex::new(HashMap::new()),
     };
 
     let mut creates = Vec::new();
@@ -172,6 +173,10 @@ struct Exec<'a> {
     cs: &'a CloneSet,
     ns: String,
     key: String,
+    /// Pods as our own writes of this round returned them: the next action of a pod's chain starts from
+    /// here when the cache has not caught up yet (else e.g. the pod PUT right after the
+    /// InPlaceUpdateReady=False status write would always be refused with 409 and need a re-read).
+    written: Mutex<HashMap<String, Arc<Pod>>>,
 }
 
 impl Exec<'_> {
@@ -189,19 +194,61 @@ impl Exec<'_> {
         self.ctx.events.emit(self.cs, severity, reason, message);
     }
 
-    /// The cached pod, if it is still the one the plan was made for.
+    /// The cached pod, if it is still the one the plan was made for; our own newer write of it, if any.
     fn cached(&self, name: &str, uid: &str) -> Option<Arc<Pod>> {
-        self.ctx
+        let cache = self
+            .ctx
             .pods
             .get(&ObjectRef::<Pod>::new(name).within(&self.ns))
+            .filter(|p| p.metadata.uid.as_deref() == Some(uid));
+        let ours = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
             .filter(|p| p.metadata.uid.as_deref() == Some(uid))
+            .cloned();
+        match (cache, ours) {
+            (Some(c), Some(o)) if pod_version(&o) > pod_version(&c) => Some(o),
+            (None, Some(o)) => Some(o),
+            (c, _) => c,
+        }
+    }
+
+    /// Remembers a pod as one of our writes returned it (lean, like the cache).
+    fn remember(&self, pod: &Pod) {
+        if let Some(name) = &pod.metadata.name {
+            let mut pod = pod.clone();
+            pod.metadata.managed_fields = None;
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), Arc::new(pod));
+        }
     }
 
     async fn run_chain(&self, chain: Vec<&Action>) -> Result<(), Error> {
-        for a in chain {
-            self.run(a).await?;
+        let mut result = Ok(());
+        for a in &chain {
+            result = self.run(a).await;
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
+        // Only the rest of this chain needed our copy (at most POD_CONCURRENCY pods are held at once).
+        if let Some(
+            Action::DeletePod { pod, .. }
+            | Action::SetInPlaceUpdateReady { pod, .. }
+            | Action::UpdatePod { pod, .. }
+            | Action::PatchPodMetadata { pod, .. },
+        ) = chain.first()
+        {
+            self.written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(pod.as_str());
+        }
+        result
     }
 
     async fn run(&self, action: &Action) -> Result<(), Error> {
@@ -350,6 +397,7 @@ impl Exec<'_> {
                 match (result, reason) {
                     (Ok(p), r) => {
                         self.expect(Expect::PodVersion(pod.clone(), pod_version(&p)));
+                        self.remember(&p);
                         if *r == UpdateReason::Recreate {
                             m.recreate_update
                                 .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
@@ -443,6 +491,7 @@ impl Exec<'_> {
             match result {
                 Ok(written) => {
                     self.expect(Expect::PodVersion(name.to_string(), pod_version(&written)));
+                    self.remember(&written);
                     return Ok(written);
                 }
                 Err(e) if is_status(&e, 409) && attempt < CONFLICT_RETRIES => {
