@@ -24,6 +24,15 @@ pub const INPLACE_UPDATE_GRACE_ANNOTATION_OLD: &str = "inplace-update-grace";
 pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";
 /// Reason of the `InPlaceUpdateReady=False` condition.
 pub const INPLACE_UPDATE_READY_REASON: &str = "StartInPlaceUpdate";
+/// Readiness gate and pod condition type of Kruise's pod readiness: lifecycle `markPodNotReady` sets it False
+/// while a pod waits in PreparingUpdate/PreparingDelete (Kruise `pkg/util/podreadiness`).
+pub const KRUISE_POD_READY: &str = "KruisePodReady";
+/// `userAgent` of the lifecycle's entries in the `KruisePodReady` condition message.
+pub const READINESS_USER_AGENT_LIFECYCLE: &str = "Lifecycle";
+/// `key` of the lifecycle's `KruisePodReady` entry while the preUpdate (inPlaceUpdate) hook holds the pod.
+pub const READINESS_KEY_PRE_UPDATE: &str = "preUpdateHook";
+/// `key` of the lifecycle's `KruisePodReady` entry while the preDelete hook holds the pod.
+pub const READINESS_KEY_PRE_DELETE: &str = "preDeleteHook";
 /// ControllerRevision label holding the revision hash.
 pub const CONTROLLER_REVISION_HASH_KEY: &str = "controller.kubernetes.io/hash";
 /// ControllerRevision annotation: FNV-32a of the volumeClaimTemplates.

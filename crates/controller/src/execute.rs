@@ -11,6 +11,7 @@ use futures::stream::{self, StreamExt};
 use insitu_api::keys::{self, events as ev};
 use insitu_api::{CloneSet, inplace::InPlaceUpdateState};
 use insitu_core::plan::UpdateReason;
+use insitu_core::readiness;
 use insitu_core::{Action, Plan, PodMutation};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
@@ -64,6 +65,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
             Action::CreatePod { .. } => creates.push(action),
             Action::DeletePod { pod, .. }
             | Action::SetInPlaceUpdateReady { pod, .. }
+            | Action::SetKruisePodReady { pod, .. }
             | Action::UpdatePod { pod, .. }
             | Action::PatchPodMetadata { pod, .. } => chains.entry(pod.as_str()).or_default().push(action),
             Action::TruncatePodsToDelete { .. } => tail.push(action),
@@ -117,30 +119,47 @@ enum Target {
 }
 
 /// Sets `InPlaceUpdateReady` on the pod; returns whether anything changed.
-fn set_condition(pod: &mut Pod, ready: bool, now: &Time) -> bool {
+/// A pod condition the controller owns (`InPlaceUpdateReady`, `KruisePodReady`).
+struct Cond {
+    type_: &'static str,
+    ready: bool,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+impl Cond {
+    fn inplace_update_ready(ready: bool) -> Self {
+        Cond {
+            type_: keys::INPLACE_UPDATE_READY,
+            ready,
+            reason: (!ready).then(|| keys::INPLACE_UPDATE_READY_REASON.to_string()),
+            message: None,
+        }
+    }
+}
+
+fn set_condition(pod: &mut Pod, cond: &Cond, now: &Time) -> bool {
     let status = pod.status.get_or_insert_with(Default::default);
     let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let ready = cond.ready;
     let want = if ready { "True" } else { "False" };
-    let reason = (!ready).then(|| keys::INPLACE_UPDATE_READY_REASON.to_string());
-    let changed = match conditions
-        .iter_mut()
-        .find(|c| c.type_ == keys::INPLACE_UPDATE_READY)
-    {
-        Some(c) if c.status == want && c.reason == reason => false,
+    let changed = match conditions.iter_mut().find(|c| c.type_ == cond.type_) {
+        Some(c) if c.status == want && c.reason == cond.reason && c.message == cond.message => false,
         Some(c) => {
             if c.status != want {
                 c.last_transition_time = Some(now.clone());
             }
             c.status = want.into();
-            c.reason = reason;
-            c.message = None;
+            c.reason = cond.reason.clone();
+            c.message = cond.message.clone();
             true
         }
         None => {
             conditions.push(PodCondition {
-                type_: keys::INPLACE_UPDATE_READY.into(),
+                type_: cond.type_.into(),
                 status: want.into(),
-                reason,
+                reason: cond.reason.clone(),
+                message: cond.message.clone(),
                 last_transition_time: Some(now.clone()),
                 ..Default::default()
             });
@@ -161,7 +180,7 @@ fn set_condition(pod: &mut Pod, ready: bool, now: &Time) -> bool {
             c.reason = Some("ReadinessGatesNotReady".into());
             c.message = Some(format!(
                 "the status of pod readiness gate \"{}\" is not \"True\", but False",
-                keys::INPLACE_UPDATE_READY
+                cond.type_
             ));
         }
     }
@@ -239,6 +258,7 @@ impl Exec<'_> {
         if let Some(
             Action::DeletePod { pod, .. }
             | Action::SetInPlaceUpdateReady { pod, .. }
+            | Action::SetKruisePodReady { pod, .. }
             | Action::UpdatePod { pod, .. }
             | Action::PatchPodMetadata { pod, .. },
         ) = chain.first()
@@ -337,6 +357,18 @@ impl Exec<'_> {
             }
             Action::SetInPlaceUpdateReady { pod, uid, ready } => {
                 self.set_inplace_ready(pod, uid, *ready).await?
+            }
+            Action::SetKruisePodReady { pod, uid, messages } => {
+                let now = Time(self.ctx.clock.now());
+                let message = readiness::message_json(messages);
+                let want = Cond {
+                    type_: keys::KRUISE_POD_READY,
+                    ready: messages.is_empty(),
+                    reason: None,
+                    message: (!message.is_empty()).then_some(message),
+                };
+                let mutate = |p: &mut Pod| set_condition(p, &want, &now);
+                self.read_modify_write(pod, uid, Target::Status, &mutate).await?;
             }
             Action::UpdatePod {
                 pod,
@@ -518,7 +550,8 @@ impl Exec<'_> {
 
     async fn set_inplace_ready(&self, name: &str, uid: &str, ready: bool) -> Result<(), Error> {
         let now = Time(self.ctx.clock.now());
-        let mutate = |pod: &mut Pod| set_condition(pod, ready, &now);
+        let want = Cond::inplace_update_ready(ready);
+        let mutate = |pod: &mut Pod| set_condition(pod, &want, &now);
         let written = self.read_modify_write(name, uid, Target::Status, &mutate).await?;
         if ready {
             self.observe_duration(&written);

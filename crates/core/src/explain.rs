@@ -127,6 +127,16 @@ pub fn action_line(a: &Action) -> String {
                 if *ready { "True" } else { "False" }
             )
         }
+        Action::SetKruisePodReady { pod, messages, .. } => {
+            if messages.is_empty() {
+                format!("set pod {pod} condition KruisePodReady=True")
+            } else {
+                format!(
+                    "set pod {pod} condition KruisePodReady=False ({})",
+                    crate::readiness::message_json(messages)
+                )
+            }
+        }
         Action::UpdatePod {
             pod,
             mutation,

@@ -12,6 +12,7 @@ pub mod input;
 pub mod plan;
 pub mod planner;
 pub mod pods;
+pub mod readiness;
 pub mod revision;
 mod selector;
 pub mod snapshot;

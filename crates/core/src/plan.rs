@@ -79,6 +79,15 @@ pub enum Action {
     /// condition is recomputed False in the same write (Kruise: SetPodReadyCondition), so endpoints drop it now.
     #[serde(rename_all = "camelCase")]
     SetInPlaceUpdateReady { pod: String, uid: String, ready: bool },
+    /// Write the `KruisePodReady` condition through `pods/status` (lifecycle `markPodNotReady`): False with
+    /// `messages` as its message while any entry remains, True when empty. Like `SetInPlaceUpdateReady`
+    /// going False, it also drops `Ready` at once.
+    #[serde(rename_all = "camelCase")]
+    SetKruisePodReady {
+        pod: String,
+        uid: String,
+        messages: Vec<crate::readiness::ReadinessMessage>,
+    },
     /// Read-modify-write of the pod (GET, apply the mutation, PUT with resourceVersion, retry on conflict),
     /// as Kruise's `updatePodInPlace`. Used to start an in-place update and to finish its grace period.
     #[serde(rename_all = "camelCase")]

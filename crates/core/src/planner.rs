@@ -15,6 +15,7 @@ use crate::budget::{self, DiffPod, Unavailable};
 use crate::inplace::{self, Grace, StartTemplate};
 use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
+use crate::readiness;
 use crate::revision::{self, equal_to_revision, short_hash};
 use crate::selector::Selector;
 use crate::sort;
@@ -40,6 +41,8 @@ struct Planner<'a> {
     /// PreparingDelete; the pods are fixed for the plan): scale and update usually ask for the same
     /// numbers, and each computation walks every pod.
     budget_memo: Option<((bool, bool), Budget)>,
+    /// Some lifecycle hook has `markPodNotReady` (KruisePodReady bookkeeping needed even without a condition).
+    mark_not_ready: bool,
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
@@ -93,6 +96,14 @@ impl<'a> Planner<'a> {
             failed_update: None,
             now_rfc3339: OnceCell::new(),
             budget_memo: None,
+            mark_not_ready: readiness::wants_gate(&s.cloneset),
+        }
+    }
+
+    /// Kruise markPodNotReady on a move to a Preparing state: KruisePodReady False first, then the label.
+    fn mark_not_ready(&mut self, f: &PodFacts, to: Lc) {
+        if let Some(a) = readiness::reconcile(self.cs, f.pod, f.name, f.uid, to) {
+            self.plan.actions.push(a);
         }
     }
 
@@ -320,6 +331,7 @@ impl<'a> Planner<'a> {
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
                         f.name
                     ));
+                    self.mark_not_ready(f, Lc::PreparingDelete);
                     let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_DELETE);
                     self.plan.actions.push(patch);
                     modified = true;
@@ -639,6 +651,17 @@ impl<'a> Planner<'a> {
             }
             _ => None,
         };
+        // Lifecycle markPodNotReady: KruisePodReady follows the state the pod is in or moves to.
+        if f.has_kruise_ready || self.mark_not_ready {
+            let target = next_state.map_or(f.lc, Lc::parse);
+            if let Some(a) = readiness::reconcile(self.cs, f.pod, f.name, f.uid, target) {
+                self.why(format!(
+                    "pod {}: KruisePodReady follows lifecycle {target:?}",
+                    f.name
+                ));
+                self.plan.actions.push(a);
+            }
+        }
         if let Some(st) = next_state {
             self.why(format!("pod {}: lifecycle {} → {st}", f.name, f.lifecycle));
             let patch = self.lifecycle_patch(f, st);
@@ -853,6 +876,7 @@ impl<'a> Planner<'a> {
                                     "pod {}: inPlaceUpdate hook present → PreparingUpdate",
                                     f.name
                                 ));
+                                self.mark_not_ready(f, Lc::PreparingUpdate);
                                 let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE);
                                 self.plan.actions.push(patch);
                                 return Ok(());
@@ -870,6 +894,7 @@ impl<'a> Planner<'a> {
                                 "pod {}: Updated → PreparingUpdate (hook re-applied)",
                                 f.name
                             ));
+                            self.mark_not_ready(f, Lc::PreparingUpdate);
                             self.plan.actions.push(a);
                             return Ok(());
                         }

@@ -33,6 +33,8 @@ pub struct PodFacts<'a> {
     pub ready_since: Option<Timestamp>,
     /// The `InPlaceUpdateReady` condition: `None` absent, `Some(true)` True, `Some(false)` otherwise.
     pub ipu: Option<bool>,
+    /// The `KruisePodReady` condition is present (lifecycle `markPodNotReady` bookkeeping).
+    pub has_kruise_ready: bool,
     /// Kruise `IsPodUpdateReady(pod, 0)`: Running ∧ Ready ∧ InPlaceUpdateReady (if present) True.
     pub update_ready: bool,
     /// Kruise `IsPodAvailable`: lifecycle ""/Normal ∧ `IsPodUpdateReady(pod, minReadySeconds)`.
@@ -214,7 +216,7 @@ impl<'a> PodFacts<'a> {
                 }
             }
         }
-        let (mut ready, mut ready_since, mut ipu) = (false, None, None);
+        let (mut ready, mut ready_since, mut ipu, mut has_kruise_ready) = (false, None, None, false);
         if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
             for c in conditions {
                 match c.type_.as_str() {
@@ -227,6 +229,7 @@ impl<'a> PodFacts<'a> {
                         };
                     }
                     keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
+                    keys::KRUISE_POD_READY => has_kruise_ready = true,
                     _ => {}
                 }
             }
@@ -276,6 +279,7 @@ impl<'a> PodFacts<'a> {
             ready,
             ready_since,
             ipu,
+            has_kruise_ready,
             update_ready,
             available: lifecycle_ok && update_ready && min_ready_ok,
             normal_ready: lifecycle_ok && update_ready,
@@ -398,6 +402,14 @@ pub fn new_pod(
     {
         gates.push(PodReadinessGate {
             condition_type: keys::INPLACE_UPDATE_READY.into(),
+        });
+    }
+    // Kruise's pod webhook injects KruisePodReady into the pods of its workloads; insitu has no webhook and
+    // adds it at creation, only when a lifecycle hook uses it (markPodNotReady), so other pods need no
+    // extra status write. The planner creates the condition True (Kruise's podreadiness controller).
+    if crate::readiness::wants_gate(cs) && !gates.iter().any(|g| g.condition_type == keys::KRUISE_POD_READY) {
+        gates.push(PodReadinessGate {
+            condition_type: keys::KRUISE_POD_READY.into(),
         });
     }
     // One PVC volume per volumeClaimTemplate, replacing a template volume of the same name.

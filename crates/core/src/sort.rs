@@ -22,11 +22,9 @@ fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
 /// k8s `controller.ActivePods.Less` (unassigned, Pending<Unknown<Running, not-ready, shorter ready time,
 /// more restarts, newer); the caller breaks ties deterministically.
 pub fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
-    b.node_assigned
-        .cmp(&a.node_assigned)
-        .reverse()
-        .reverse()
-        .then_with(|| a.node_assigned.cmp(&b.node_assigned))
+    // Unassigned (false) before assigned (true).
+    a.node_assigned
+        .cmp(&b.node_assigned)
         .then_with(|| a.phase_ord.cmp(&b.phase_ord))
         .then_with(|| a.ready.cmp(&b.ready))
         .then_with(|| {
@@ -46,10 +44,9 @@ fn after_or_zero_key(t: Option<Timestamp>) -> Option<Reverse<Timestamp>> {
 }
 
 /// `active_pods` as a key computed once per pod: sorting then compares small tuples instead of re-reading
-/// each pod per comparison (`restarts()` walks the container statuses). Orders exactly as `active_pods`,
-/// including its first criterion (which, as written, puts pods with a node first).
+/// each pod per comparison (`restarts()` walks the container statuses). Orders exactly as `active_pods`.
 type ActiveKey = (
-    Reverse<bool>,
+    bool,
     u8,
     bool,
     Option<Reverse<Timestamp>>,
@@ -59,7 +56,7 @@ type ActiveKey = (
 
 fn active_key(f: &PodFacts) -> ActiveKey {
     (
-        Reverse(f.node_assigned),
+        f.node_assigned,
         f.phase_ord,
         f.ready,
         // Ready times only break ties between two ready pods.
@@ -415,6 +412,20 @@ mod tests {
         pods.iter()
             .map(|p| PodFacts::new(p, Timestamp::UNIX_EPOCH, 0, &none, "rev"))
             .collect()
+    }
+
+    #[test]
+    fn active_pods_puts_unassigned_pods_first() {
+        // Kubernetes controller.ActivePods: a pod without spec.nodeName sorts before any scheduled pod,
+        // whatever its phase or readiness.
+        let mut scheduled = pod("scheduled", &[], "Pending", false);
+        scheduled.spec.as_mut().unwrap().node_name = Some("node-0".into());
+        let pods = vec![scheduled, pod("unscheduled", &[], "Running", true)];
+        let f = facts(&pods);
+        assert_eq!(active_pods(&f[1], &f[0]), std::cmp::Ordering::Less);
+        let mut idx = vec![0, 1];
+        update_candidates(&f, &mut idx, None, &[]);
+        assert_eq!(idx, vec![1, 0]);
     }
 
     #[test]

@@ -385,3 +385,138 @@ fn min_ready_seconds_requeues_until_available() {
     let p = w.plan();
     assert_eq!(p.status.unwrap().available_replicas, 1);
 }
+
+fn kruise_ready(w: &World, name: &str) -> (String, String) {
+    let c = w
+        .pod(name)
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == keys::KRUISE_POD_READY))
+        .unwrap_or_else(|| panic!("{name} has no KruisePodReady condition"));
+    (c.status.clone(), c.message.clone().unwrap_or_default())
+}
+
+#[test]
+fn mark_pod_not_ready_holds_the_pod_out_of_service_while_hooked() {
+    // Research §2.2/§3.8: lifecycle.inPlaceUpdate.markPodNotReady → KruisePodReady False with the
+    // `preUpdateHook` entry while the pod waits in PreparingUpdate; the entry goes at Updated.
+    let mut w = World::new(cloneset(1, "nginx:1", json!({"type": "InPlaceIfPossible"})));
+    w.cs.spec.lifecycle = Some(
+        serde_json::from_value(
+            json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}, "markPodNotReady": true}}),
+        )
+        .unwrap(),
+    );
+    w.converge(10);
+    let n = w.names()[0].clone();
+    let gates: Vec<String> = w
+        .pod(&n)
+        .spec
+        .as_ref()
+        .unwrap()
+        .readiness_gates
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|g| g.condition_type.clone())
+        .collect();
+    assert_eq!(gates, vec!["InPlaceUpdateReady", "KruisePodReady"]);
+    assert_eq!(kruise_ready(&w, &n), ("True".into(), String::new()));
+    assert_eq!(
+        w.plan()
+            .actions
+            .iter()
+            .filter(|a| !matches!(a, Action::CreateRevision { .. }))
+            .count(),
+        0
+    );
+
+    w.pod_mut(&n)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("hold".into(), "true".into());
+    set_image(&mut w, "nginx:2");
+    let p = w.plan();
+    let v = verbs(&p);
+    let held = r#"[{"userAgent":"Lifecycle","key":"preUpdateHook"}]"#;
+    let i_ready = v
+        .iter()
+        .position(|a| a == &format!("SetKruisePodReady {n} {held}"));
+    let i_label = v
+        .iter()
+        .position(|a| a == &format!("PatchPodMetadata {n} Lifecycle"));
+    assert!(
+        i_ready.is_some() && i_ready < i_label,
+        "not-ready before the label: {v:?}"
+    );
+    w.apply(&p);
+    assert_eq!(kruise_ready(&w, &n), ("False".into(), held.into()));
+    w.kubelet();
+    assert_eq!(
+        count(&verbs(&w.plan()), "SetKruisePodReady"),
+        0,
+        "stable while hooked"
+    );
+    let ready = w
+        .pod(&n)
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    assert!(!ready, "the kubelet keeps the hooked pod NotReady");
+
+    w.pod_mut(&n)
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("hold");
+    w.converge(20);
+    assert_eq!(w.image(&n), "nginx:2");
+    assert_eq!(w.labels(&n)[keys::LIFECYCLE_STATE_LABEL], "Updated");
+    assert_eq!(kruise_ready(&w, &n), ("True".into(), String::new()));
+}
+
+#[test]
+fn mark_pod_not_ready_on_pre_delete() {
+    let mut w = World::new(cloneset(2, "nginx:1", json!({})));
+    w.cs.spec.lifecycle = Some(
+        serde_json::from_value(
+            json!({"preDelete": {"finalizersHandler": ["x.io/hold"], "markPodNotReady": true}}),
+        )
+        .unwrap(),
+    );
+    w.converge(10);
+    let victim = w.names()[0].clone();
+    w.pod_mut(&victim).unwrap().metadata.finalizers = Some(vec!["x.io/hold".into()]);
+    w.cs.spec.replicas = Some(1);
+    w.converge(10);
+    assert_eq!(w.labels(&victim)[keys::LIFECYCLE_STATE_LABEL], "PreparingDelete");
+    let (status, message) = kruise_ready(&w, &victim);
+    assert_eq!(status, "False");
+    assert_eq!(message, r#"[{"userAgent":"Lifecycle","key":"preDeleteHook"}]"#);
+    // Kruise managePreparingDelete: with markPodNotReady there is no regret — scaling back up does not
+    // move the pod back to PreparingNormal (without markPodNotReady it would, see above).
+    w.cs.spec.replicas = Some(2);
+    let p = w.plan();
+    assert_eq!(
+        count(&verbs(&p), &format!("PatchPodMetadata {victim} Lifecycle")),
+        0,
+        "{:?}",
+        verbs(&p)
+    );
+    // Hook released → deleted, and the pod's KruisePodReady entry goes with it.
+    w.cs.spec.replicas = Some(1);
+    w.pod_mut(&victim).unwrap().metadata.finalizers = None;
+    w.converge(10);
+    assert!(!w.names().contains(&victim));
+}

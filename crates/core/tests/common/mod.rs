@@ -129,6 +129,19 @@ impl World {
                         set_cond(conds, "Ready", false, now);
                     }
                 }
+                Action::SetKruisePodReady { pod, messages, .. } => {
+                    let p = self.pod_mut(pod).unwrap();
+                    let st = p.status.get_or_insert_with(Default::default);
+                    let conds = st.conditions.get_or_insert_with(Vec::new);
+                    set_cond(conds, keys::KRUISE_POD_READY, messages.is_empty(), now);
+                    let msg = insitu_core::readiness::message_json(messages);
+                    if let Some(c) = conds.iter_mut().find(|c| c.type_ == keys::KRUISE_POD_READY) {
+                        c.message = (!msg.is_empty()).then_some(msg);
+                    }
+                    if !messages.is_empty() {
+                        set_cond(conds, "Ready", false, now);
+                    }
+                }
                 Action::UpdatePod { pod, mutation, .. } => mutation.apply(self.pod_mut(pod).unwrap()),
                 Action::PatchPodMetadata {
                     pod,
@@ -279,6 +292,12 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             Action::DeletePod { pod, .. } => format!("DeletePod {pod}"),
             Action::SetInPlaceUpdateReady { pod, ready, .. } => {
                 format!("SetInPlaceUpdateReady {pod} {ready}")
+            }
+            Action::SetKruisePodReady { pod, messages, .. } => {
+                format!(
+                    "SetKruisePodReady {pod} {}",
+                    insitu_core::readiness::message_json(messages)
+                )
             }
             Action::UpdatePod { pod, reason, .. } => format!("UpdatePod {pod} {reason:?}"),
             Action::PatchPodMetadata { pod, reason, .. } => format!("PatchPodMetadata {pod} {reason:?}"),
