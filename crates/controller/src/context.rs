@@ -44,6 +44,8 @@ pub struct Context {
     pub clonesets: Store<CloneSet>,
     pub pods: Store<Pod>,
     pub revisions: Store<ControllerRevision>,
+    /// Node metadata (labels only), for the topology-spread scale-down ranker.
+    pub nodes: Store<k8s_openapi::api::core::v1::Node>,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,

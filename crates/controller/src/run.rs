@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
@@ -57,6 +57,22 @@ pub async fn run(
         .reflect(rev_writer)
         .touched_objects();
 
+    // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
+    let (node_store, node_writer) = reflector::store::<Node>();
+    let node_stream = watcher(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .modify(|n: &mut Node| {
+        n.metadata.managed_fields = None;
+        n.metadata.annotations = None;
+        n.spec = None;
+        n.status = None;
+    })
+    .reflect(node_writer)
+    .for_each(|_| std::future::ready(()));
+
     let controller = Controller::new(clonesets, watcher::Config::default().any_semantic())
         .with_config(controller::Config::default().concurrency(config.workers));
     let ctx = Arc::new(Context {
@@ -65,12 +81,13 @@ pub async fn run(
         clonesets: controller.store(),
         pods: pod_store,
         revisions: rev_store,
+        nodes: node_store,
         clock,
         expectations: Expectations::default(),
         metrics,
         config,
     });
-    controller
+    let controller = controller
         .owns_stream(pod_stream)
         .owns_stream(rev_stream)
         .graceful_shutdown_on(shutdown)
@@ -79,6 +96,8 @@ pub async fn run(
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");
             }
-        })
-        .await;
+        });
+    // The node reflector lives as long as the controller (it never ends on its own).
+    futures::pin_mut!(controller, node_stream);
+    futures::future::select(controller, node_stream).await;
 }

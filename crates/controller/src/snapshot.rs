@@ -4,10 +4,12 @@ use std::sync::Arc;
 
 use insitu_api::CloneSet;
 use insitu_core::Snapshot;
+use insitu_core::snapshot::NodeLabels;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 
 use crate::Context;
 
@@ -36,11 +38,40 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
             r.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(r.owner_references(), &uid)
         })
         .collect();
+    let nodes = node_labels(ctx, &cs, &pods);
     Snapshot {
         cloneset: cs,
         pods,
         revisions,
         now: ctx.clock.now(),
         gates: ctx.config.gates.clone(),
+        nodes,
     }
+}
+
+/// Labels of the pods' nodes, only when the template has topologySpreadConstraints (the only reader).
+fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[Arc<Pod>]) -> NodeLabels {
+    let spread = cs
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.topology_spread_constraints.as_ref())
+        .is_some_and(|c| !c.is_empty());
+    let mut out = NodeLabels::new();
+    if !spread {
+        return out;
+    }
+    for p in pods {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        if node.is_empty() || out.contains_key(node) {
+            continue;
+        }
+        if let Some(n) = ctx.nodes.get(&ObjectRef::<Node>::new(node)) {
+            out.insert(node.to_string(), n.metadata.labels.clone().unwrap_or_default());
+        }
+    }
+    out
 }

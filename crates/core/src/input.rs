@@ -93,6 +93,8 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     let empty = Default::default();
     let mut pods = Vec::new();
     let mut revisions = Vec::new();
+    // Node labels, for the topology-spread scale-down ranker (`kubectl get nodes -o yaml` in the input).
+    let mut nodes = crate::sort::NodeLabels::new();
     let (mut skipped_pods, mut skipped_revs, mut other) = (0usize, 0usize, 0usize);
     for o in &objs {
         match kind(o) {
@@ -124,6 +126,15 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
                     revisions.push(Arc::new(r));
                 } else {
                     skipped_revs += 1;
+                }
+            }
+            "Node" => {
+                if let Some(name) = o.pointer("/metadata/name").and_then(Value::as_str) {
+                    let labels = o
+                        .pointer("/metadata/labels")
+                        .and_then(|l| serde_json::from_value(l.clone()).ok())
+                        .unwrap_or_default();
+                    nodes.insert(name.to_string(), labels);
                 }
             }
             "CloneSet" => {}
@@ -159,6 +170,7 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
             revisions,
             now,
             gates,
+            nodes,
         },
         stored_current_revision: stored_current,
         notes,
@@ -219,6 +231,24 @@ mod tests {
                 .actions
                 .iter()
                 .any(|a| matches!(a, crate::Action::CreateRevision { .. }))
+        );
+    }
+
+    #[test]
+    fn nodes_give_their_labels() {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1"}}});
+        let input = snapshot_from_objects(
+            vec![json!({"kind": "List", "items": [cs("a"), node]})],
+            Timestamp::UNIX_EPOCH,
+            FeatureGates::default(),
+        )
+        .unwrap();
+        assert_eq!(input.snapshot.nodes["n1"]["topology.kubernetes.io/zone"], "z1");
+        assert!(
+            !input.notes.iter().any(|n| n.contains("other kinds")),
+            "{:?}",
+            input.notes
         );
     }
 }

@@ -509,21 +509,38 @@ impl<'a> Planner<'a> {
             let (mut upd, mut old): (Vec<&PodFacts>, Vec<&PodFacts>) = facts.iter().partition(|f| f.updated);
             let total = usize::try_from(b.scale_down_num).unwrap_or(0);
             let old_n = usize::try_from(b.scale_down_num_old_revision).unwrap_or(0);
-            fn choose<'p, 'f>(v: &mut [&'p PodFacts<'f>], n: usize) -> Vec<&'p PodFacts<'f>> {
+            // Kruise: the spread ranker when the template has topologySpreadConstraints.
+            let keys: Vec<&str> = cs
+                .spec
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.topology_spread_constraints.as_ref())
+                .map(|c| c.iter().map(|c| c.topology_key.as_str()).collect())
+                .unwrap_or_default();
+            let topology = (!keys.is_empty()).then_some(sort::Topology {
+                keys: &keys,
+                nodes: &self.s.nodes,
+            });
+            fn choose<'p, 'f>(
+                v: &mut [&'p PodFacts<'f>],
+                n: usize,
+                topology: Option<sort::Topology>,
+            ) -> Vec<&'p PodFacts<'f>> {
                 if n < v.len() {
                     // Only the first n victims are needed in order.
-                    sort::scale_down_prefix(v, n);
+                    sort::scale_down_prefix(v, n, topology);
                 }
                 v.iter().take(n).copied().collect()
             }
             let mut chosen: Vec<&PodFacts> = if old_n >= total {
-                choose(&mut old, total)
+                choose(&mut old, total, topology)
             } else if old_n > 0 {
-                let mut c = choose(&mut old, old_n);
-                c.extend(choose(&mut upd, total - old_n));
+                let mut c = choose(&mut old, old_n, topology);
+                c.extend(choose(&mut upd, total - old_n, topology));
                 c
             } else {
-                choose(&mut upd, total)
+                choose(&mut upd, total, topology)
             };
             let mut ready = 0i32;
             chosen.retain(|f| {

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::FeatureGates;
+pub use crate::sort::NodeLabels;
 
 /// One CloneSet and what it owns, as seen by the cache. `now` is passed in: core never reads a clock.
 #[derive(Clone, Debug)]
@@ -19,4 +20,7 @@ pub struct Snapshot {
     pub revisions: Vec<Arc<ControllerRevision>>,
     pub now: Timestamp,
     pub gates: FeatureGates,
+    /// Labels of the nodes the pods run on. Only needed when the template has `topologySpreadConstraints`
+    /// (Kruise's spread ranker for scale-down); may be empty otherwise.
+    pub nodes: NodeLabels,
 }

@@ -1,7 +1,7 @@
 //! Pod orderings: update candidates (research §3.7 step 5) and scale-down victims (§3.6 step 7).
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use insitu_api::{UpdatePriorityStrategy, UpdateScatterTerm};
 use k8s_openapi::jiff::Timestamp;
@@ -71,7 +71,7 @@ fn active_key(f: &PodFacts) -> ActiveKey {
 }
 
 /// Kruise `ActivePodsWithRanks.Less` without the rank (used inside a node by the same-node ranker).
-fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bool) -> Ordering {
+fn with_rank(a: &PodFacts, b: &PodFacts, ra: f64, rb: f64, use_available: bool) -> Ordering {
     a.node_assigned
         .cmp(&b.node_assigned)
         .then_with(|| a.phase_ord.cmp(&b.phase_ord))
@@ -84,7 +84,7 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bo
         })
         .then_with(|| a.ready.cmp(&b.ready))
         .then_with(|| a.deletion_cost.cmp(&b.deletion_cost))
-        .then_with(|| rb.cmp(&ra))
+        .then_with(|| rb.total_cmp(&ra))
         .then_with(|| {
             if a.ready && b.ready {
                 after_or_zero(a.ready_since, b.ready_since)
@@ -97,25 +97,78 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: usize, rb: usize, use_available: bo
         .then_with(|| a.name.cmp(b.name))
 }
 
+/// Node name → node labels: what the scale-down ranker needs to know about nodes (topology spread).
+pub type NodeLabels = HashMap<String, BTreeMap<String, String>>;
+
+/// The pod template's `topologySpreadConstraints` keys and the labels of the nodes the pods run on.
+#[derive(Clone, Copy, Debug)]
+pub struct Topology<'a> {
+    pub keys: &'a [&'a str],
+    pub nodes: &'a NodeLabels,
+}
+
+/// Kruise scale-down ranks: `NewSpreadConstraintsRanker` when the template has topology spread
+/// constraints, else `NewSameNodeRanker`. A higher rank is deleted first.
+fn ranks(pods: &[&PodFacts], topology: Option<Topology>) -> Vec<f64> {
+    let same_node = same_node_ranks(pods);
+    match topology {
+        Some(t) if !t.keys.is_empty() => spread_ranks(pods, t, &same_node),
+        _ => same_node,
+    }
+}
+
+/// Kruise `NewSpreadConstraintsRanker`: for each constraint's topologyKey, pods are grouped by their node's
+/// value of that label (pods on unknown nodes or nodes without the label take no part); each group is
+/// sorted (ActivePodsWithRanks with the same-node ranks, except for `kubernetes.io/hostname` where they
+/// would be moot) and pod i of n adds (n − i)·ln(#values + 2) to its rank. Crowded domains lose pods first.
+fn spread_ranks(pods: &[&PodFacts], t: Topology, same_node: &[f64]) -> Vec<f64> {
+    let mut ranks = vec![0.0; pods.len()];
+    for key in t.keys {
+        let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, p) in pods.iter().enumerate() {
+            if !p.node_assigned {
+                continue;
+            }
+            if let Some(v) = t.nodes.get(p.node).and_then(|l| l.get(*key)) {
+                groups.entry(v.as_str()).or_default().push(i);
+            }
+        }
+        let use_same_node = *key != HOSTNAME_LABEL;
+        let rank_of = |i: usize| if use_same_node { same_node[i] } else { 0.0 };
+        // Kruise topologyNormalizingWeight.
+        let weight = ((groups.len() + 2) as f64).ln();
+        for (_, mut idx) in groups {
+            idx.sort_by(|&i, &j| with_rank(pods[i], pods[j], rank_of(i), rank_of(j), false));
+            let n = idx.len();
+            for (k, i) in idx.into_iter().enumerate() {
+                ranks[i] += (n - k) as f64 * weight;
+            }
+        }
+    }
+    ranks
+}
+
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 /// Kruise `NewSameNodeRanker`: on a node with k > 1 of these pods, sort them (ActivePodsWithRanks without
 /// ranks) and give all but the best ranks k−1 … 1, so crowded nodes lose pods first. `ranks[i]` is pod i's.
-fn same_node_ranks(pods: &[&PodFacts]) -> Vec<usize> {
+fn same_node_ranks(pods: &[&PodFacts]) -> Vec<f64> {
     let mut by_node: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, p) in pods.iter().enumerate() {
         if p.node_assigned {
             by_node.entry(p.node).or_default().push(i);
         }
     }
-    let mut ranks = vec![0; pods.len()];
+    let mut ranks = vec![0.0; pods.len()];
     for (_, mut idx) in by_node {
         if idx.len() <= 1 {
             continue;
         }
-        idx.sort_by(|&i, &j| with_rank(pods[i], pods[j], 0, 0, false));
+        idx.sort_by(|&i, &j| with_rank(pods[i], pods[j], 0.0, 0.0, false));
         idx.pop();
         let n = idx.len();
         for (k, i) in idx.into_iter().enumerate() {
-            ranks[i] = n - k;
+            ranks[i] = (n - k) as f64;
         }
     }
     ranks
@@ -124,7 +177,7 @@ fn same_node_ranks(pods: &[&PodFacts]) -> Vec<usize> {
 /// `with_rank(.., use_available = true)` as a key computed once per pod (see `active_key`); the position
 /// breaks the remaining ties as the stable sort did.
 type ScaleDownKey<'a> = (
-    (bool, u8, bool, bool, i32, Reverse<usize>),
+    (bool, u8, bool, bool, i32, Reverse<u64>),
     Option<Reverse<Timestamp>>,
     Reverse<i32>,
     Option<Reverse<Timestamp>>,
@@ -132,17 +185,17 @@ type ScaleDownKey<'a> = (
     usize,
 );
 
-/// Kruise scale-down order (`ActivePodsWithRanks` with availability and the same-node ranker; topology
-/// spread ranks need Node labels and are not modelled): the first pods are deleted first.
-pub fn scale_down(pods: &mut [&PodFacts]) {
+/// Kruise scale-down order (`ActivePodsWithRanks` with availability and the spread or same-node ranker):
+/// the first pods are deleted first.
+pub fn scale_down(pods: &mut [&PodFacts], topology: Option<Topology>) {
     let n = pods.len();
-    scale_down_prefix(pods, n);
+    scale_down_prefix(pods, n, topology);
 }
 
 /// Like `scale_down`, but only the first `k` pods are guaranteed in order (the rest are the remaining
 /// pods, unordered): choosing k victims among n pods costs O(n + k log k).
-pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize) {
-    let ranks = same_node_ranks(pods);
+pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize, topology: Option<Topology>) {
+    let ranks = ranks(pods, topology);
     let keys: Vec<ScaleDownKey> = pods
         .iter()
         .enumerate()
@@ -154,7 +207,8 @@ pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize) {
                     f.available,
                     f.ready,
                     f.deletion_cost,
-                    Reverse(ranks[i]),
+                    // Ranks are finite and ≥ 0, where the IEEE bit pattern orders as the value.
+                    Reverse(ranks[i].to_bits()),
                 ),
                 if f.ready {
                     after_or_zero_key(f.ready_since)
@@ -428,6 +482,99 @@ mod tests {
         assert_eq!(idx, vec![1, 0]);
     }
 
+    fn on_node(name: &str, node: &str) -> Pod {
+        let mut p = pod(name, &[], "Running", true);
+        p.spec.as_mut().unwrap().node_name = Some(node.into());
+        p
+    }
+
+    fn zones(pairs: &[(&str, &str)]) -> NodeLabels {
+        pairs
+            .iter()
+            .map(|(node, zone)| {
+                let labels = BTreeMap::from([
+                    ("topology.kubernetes.io/zone".to_string(), zone.to_string()),
+                    ("kubernetes.io/hostname".to_string(), node.to_string()),
+                ]);
+                (node.to_string(), labels)
+            })
+            .collect()
+    }
+
+    fn first_victim(f: &[PodFacts], topology: Option<Topology>) -> String {
+        let mut v: Vec<&PodFacts> = f.iter().collect();
+        scale_down(&mut v, topology);
+        v[0].name.to_string()
+    }
+
+    #[test]
+    fn spread_ranker_deletes_from_the_most_crowded_domain() {
+        // zone-x: three nodes with one pod each; zone-y: one node with two pods.
+        let pods = vec![
+            on_node("x1", "n1"),
+            on_node("x2", "n2"),
+            on_node("x3", "n3"),
+            on_node("y1", "n4"),
+            on_node("y2", "n4"),
+        ];
+        let f = facts(&pods);
+        let nodes = zones(&[("n1", "x"), ("n2", "x"), ("n3", "x"), ("n4", "y")]);
+        // Same-node ranker only: the stacked node n4 loses a pod first.
+        assert!(first_victim(&f, None).starts_with('y'));
+        // Spread on zones: zone-x holds 3 of 5 pods, so it loses one first.
+        let keys = ["topology.kubernetes.io/zone"];
+        let t = Topology {
+            keys: &keys,
+            nodes: &nodes,
+        };
+        assert!(
+            first_victim(&f, Some(t)).starts_with('x'),
+            "{}",
+            first_victim(&f, Some(t))
+        );
+        // Spread on hostnames: n4 is the crowded domain again.
+        let keys = ["kubernetes.io/hostname"];
+        let t = Topology {
+            keys: &keys,
+            nodes: &nodes,
+        };
+        assert!(first_victim(&f, Some(t)).starts_with('y'));
+        // Pods on nodes whose labels are unknown take no part (Kruise skips nodes it cannot get).
+        let empty = NodeLabels::new();
+        let keys = ["topology.kubernetes.io/zone"];
+        let r = ranks(
+            &f.iter().collect::<Vec<_>>(),
+            Some(Topology {
+                keys: &keys,
+                nodes: &empty,
+            }),
+        );
+        assert!(r.iter().all(|&x| x == 0.0), "{r:?}");
+    }
+
+    #[test]
+    fn spread_ranks_follow_kruise_weights() {
+        // Kruise: pod i of n in a domain adds (n − i)·ln(#domains + 2).
+        let pods = vec![on_node("a", "n1"), on_node("b", "n2"), on_node("c", "n2")];
+        let f = facts(&pods);
+        let nodes = zones(&[("n1", "x"), ("n2", "y")]);
+        let keys = ["topology.kubernetes.io/zone"];
+        let all: Vec<&PodFacts> = f.iter().collect();
+        let r = ranks(
+            &all,
+            Some(Topology {
+                keys: &keys,
+                nodes: &nodes,
+            }),
+        );
+        let w = 4f64.ln();
+        assert!((r[0] - w).abs() < 1e-9, "{r:?}");
+        // In zone y, the pod with the same-node rank 1 sorts first: 2·w; the other 1·w.
+        let mut y = [r[1], r[2]];
+        y.sort_by(f64::total_cmp);
+        assert!((y[0] - w).abs() < 1e-9 && (y[1] - 2.0 * w).abs() < 1e-9, "{r:?}");
+    }
+
     #[test]
     fn sort_update_indexes_kruise_case() {
         // TestSortUpdateIndexes: [Pending+Ready, Pending, Pending, Running+Ready, Running], candidates
@@ -597,12 +744,12 @@ mod tests {
         }
 
         let all: Vec<&PodFacts> = f.iter().collect();
-        let ranks = same_node_ranks(&all);
+        let ranks = ranks(&all, None);
         let mut want: Vec<usize> = (0..all.len()).collect();
         want.sort_by(|&i, &j| with_rank(all[i], all[j], ranks[i], ranks[j], true));
         for k in [0, 1, 7, 30, 60] {
             let mut got = all.clone();
-            scale_down_prefix(&mut got, k);
+            scale_down_prefix(&mut got, k, None);
             let names: Vec<&str> = got[..k].iter().map(|p| p.name).collect();
             let want_names: Vec<&str> = want[..k].iter().map(|&i| all[i].name).collect();
             assert_eq!(names, want_names, "scale-down prefix {k}");

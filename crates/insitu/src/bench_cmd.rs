@@ -671,6 +671,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         revisions: revisions.into_iter().map(Arc::new).collect(),
         now: clock.now(),
         gates: Default::default(),
+        nodes: Default::default(),
     };
     let (settled_p50, settled_p99, _) = time_plan(&snap, args.plan_samples);
     let mut changed = cs_now;

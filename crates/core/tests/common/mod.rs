@@ -38,6 +38,7 @@ pub struct World {
     pub now: Timestamp,
     pub gates: FeatureGates,
     pub uid_seq: u64,
+    pub nodes: insitu_core::snapshot::NodeLabels,
 }
 
 impl World {
@@ -49,6 +50,7 @@ impl World {
             now: t0(),
             gates: FeatureGates::default(),
             uid_seq: 0,
+            nodes: Default::default(),
         }
     }
 
@@ -59,6 +61,7 @@ impl World {
             revisions: self.revisions.iter().cloned().map(Arc::new).collect(),
             now: self.now,
             gates: self.gates.clone(),
+            nodes: self.nodes.clone(),
         }
     }
 

@@ -510,6 +510,8 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("apps.kruise.io", "clonesets", "finalizers", "update", "default"),
         ("apps", "controllerrevisions", "", "create", "default"),
         ("apps", "controllerrevisions", "", "delete", "default"),
+        // Node labels for the topology-spread scale-down ranker: read-only.
+        ("", "nodes", "", "watch", ""),
         ("coordination.k8s.io", "leases", "", "update", "insitu-system"),
         ("coordination.k8s.io", "leases", "", "create", "insitu-system"),
     ];
@@ -517,7 +519,8 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("", "secrets", "", "get", "insitu-system"),
         ("", "secrets", "", "list", ""),
         ("", "configmaps", "", "get", "default"),
-        ("", "nodes", "", "list", ""),
+        ("", "nodes", "", "get", ""),
+        ("", "nodes", "", "patch", ""),
         ("", "pods", "exec", "create", "default"),
         ("", "pods", "eviction", "create", "default"),
         ("", "serviceaccounts", "token", "create", "insitu-system"),
