@@ -667,6 +667,16 @@ pub async fn leader_kill(env: &Env, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `422` as a number of its own (not inside a timestamp such as `15:02:50.374422Z`).
+fn mentions_status_422(line: &str) -> bool {
+    line.match_indices("422").any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + 3..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric())
+    })
+}
+
 /// The controller's own requests (audit log, user = the ServiceAccount): none answered 422 (a pod update the
 /// apiserver forbids) and none 403 (RBAC too tight); and its logs mention no 422 either.
 pub async fn api_hygiene(env: &Env, _ns: &str) -> anyhow::Result<()> {
@@ -733,7 +743,7 @@ pub async fn api_hygiene(env: &Env, _ns: &str) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         for l in text
             .lines()
-            .filter(|l| l.contains("422") || l.contains("Unprocessable"))
+            .filter(|l| mentions_status_422(l) || l.contains("Unprocessable"))
         {
             log_hits.push(format!("{}: {l}", log.display()));
         }
