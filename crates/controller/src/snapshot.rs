@@ -5,7 +5,7 @@ use std::sync::Arc;
 use insitu_api::CloneSet;
 use insitu_core::Snapshot;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
@@ -16,7 +16,7 @@ fn controlled_by(refs: &[OwnerReference], uid: &str) -> bool {
     refs.iter().any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
-/// Pods and revisions owned by `cs`, plus `now`, as the planner wants them.
+/// Pods, revisions and PVCs owned by `cs`, plus `now`, as the planner wants them.
 pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
     let uid = cs.uid().unwrap_or_default();
     let ns = cs.namespace().unwrap_or_default();
@@ -36,10 +36,22 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
             r.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(r.owner_references(), &uid)
         })
         .collect();
+    // Kruise getOwnedPVCs: any ownerReference with the CloneSet's UID (its field index), no deletionTimestamp.
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
+        .pvcs
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.metadata.namespace.as_deref() == Some(ns.as_str())
+                && c.metadata.deletion_timestamp.is_none()
+                && c.owner_references().iter().any(|r| r.uid == uid)
+        })
+        .collect();
     Snapshot {
         cloneset: cs,
         pods,
         revisions,
+        pvcs,
         now: ctx.clock.now(),
         gates: ctx.config.gates.clone(),
     }
