@@ -150,7 +150,7 @@ fn existing_pvcs_are_not_created_again() {
     let plan = w.plan();
     assert_eq!(
         created_pods(&plan),
-        [pod.clone()],
+        std::slice::from_ref(&pod),
         "same name again: {:?}",
         verbs(&plan)
     );
@@ -281,7 +281,7 @@ fn pvc_reuse_keeps_pvcs_of_inactive_pods_and_waits_for_the_name() {
     // Once the failed pod is gone the same name comes back with the same PVC.
     w.pods.retain(|p| p.metadata.name.as_deref() != Some(&failed));
     let plan = w.plan();
-    assert_eq!(created_pods(&plan), [failed.clone()]);
+    assert_eq!(created_pods(&plan), std::slice::from_ref(&failed));
     assert!(!has_pvc_action(&plan), "{:?}", verbs(&plan));
 }
 
