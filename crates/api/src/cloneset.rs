@@ -78,7 +78,12 @@ pub struct CloneSetScaleStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
     /// Do not reuse PVCs of gone pods.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    // Kruise spells it `disablePVCReuse`, not the camelCase default `disablePvcReuse`.
+    #[serde(
+        rename = "disablePVCReuse",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub disable_pvc_reuse: bool,
 }
 

@@ -66,6 +66,8 @@ pub mod events {
     pub const FAILED_CREATE: &str = "FailedCreate";
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
     pub const FAILED_DELETE: &str = "FailedDelete";
+    /// A PVC could not be handed over to its pod (Kruise `updateOnePVC`).
+    pub const FAILED_UPDATE: &str = "FailedUpdate";
     pub const SCALE_UP_LIMITED: &str = "ScaleUpLimited";
     pub const SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
     pub const FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";

@@ -6,7 +6,7 @@ use std::time::Duration;
 use insitu_api::CloneSet;
 use insitu_core::FeatureGates;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 
 use crate::expectations::Expectations;
@@ -46,6 +46,8 @@ pub struct Context {
     pub revisions: Store<ControllerRevision>,
     /// Node metadata (labels only), for the topology-spread scale-down ranker.
     pub nodes: Store<k8s_openapi::api::core::v1::Node>,
+    /// PersistentVolumeClaims (those from volumeClaimTemplates carry an ownerReference to their CloneSet).
+    pub pvcs: Store<PersistentVolumeClaim>,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,

@@ -1,8 +1,9 @@
 //! Executes a plan: each action becomes one API write (plus a re-read on conflict), recorded as an expectation.
 //!
-//! Order: revisions first (pods reference them), then per-pod chains run concurrently (actions on one pod stay
-//! in order, e.g. InPlaceUpdateReady=False before the pod PUT), pod creations in Kruise's slow-start batches,
-//! then spec fixes. The first failure ends the round; the next reconcile re-plans from fresh caches.
+//! Order: PVC cleanup and revisions first (pods reference them), then pod creations in Kruise's slow-start
+//! batches (each pod after its PVCs), then per-pod chains run concurrently (actions on one pod stay in order,
+//! e.g. InPlaceUpdateReady=False before the pod PUT, a pod's delete before its PVCs'), then spec fixes. The
+//! first failure ends the round; the next reconcile re-plans from fresh caches.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,15 +15,15 @@ use insitu_core::plan::UpdateReason;
 use insitu_core::readiness;
 use insitu_core::{Action, Plan, PodMutation};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::events::Severity;
-use crate::expectations::{Expect, pod_version};
+use crate::expectations::{Expect, pod_version, pvc_version};
 use crate::metrics::cs_labels;
 use crate::{Context, Error};
 
@@ -54,16 +55,27 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         written: Mutex::new(HashMap::new()),
     };
 
-    let mut creates = Vec::new();
+    // Each creation unit is a pod preceded by its PVCs (Kruise createOnePod: PVCs first, in order).
+    let mut creates: Vec<Vec<&Action>> = Vec::new();
+    let mut pvcs_of_next_pod: Vec<&Action> = Vec::new();
     let mut chains: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
     let mut tail = Vec::new();
     for action in &plan.actions {
         match action {
-            Action::CreateRevision { .. } | Action::BumpRevision { .. } | Action::DeleteRevision { .. } => {
-                x.run(action).await?
+            // Kruise cleanupPVCs runs before anything else of the round.
+            Action::CreateRevision { .. }
+            | Action::BumpRevision { .. }
+            | Action::DeleteRevision { .. }
+            | Action::ReleasePvc { .. }
+            | Action::DeletePvc { pod: None, .. } => x.run(action).await?,
+            Action::CreatePvc { .. } => pvcs_of_next_pod.push(action),
+            Action::CreatePod { .. } => {
+                let mut unit = std::mem::take(&mut pvcs_of_next_pod);
+                unit.push(action);
+                creates.push(unit);
             }
-            Action::CreatePod { .. } => creates.push(action),
-            Action::DeletePod { pod, .. }
+            Action::DeletePvc { pod: Some(pod), .. }
+            | Action::DeletePod { pod, .. }
             | Action::SetInPlaceUpdateReady { pod, .. }
             | Action::SetKruisePodReady { pod, .. }
             | Action::UpdatePod { pod, .. }
@@ -71,13 +83,17 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
             Action::TruncatePodsToDelete { .. } => tail.push(action),
         }
     }
+    if !pvcs_of_next_pod.is_empty() {
+        // PVCs with no pod after them (the planner does not plan that): create them all the same.
+        creates.push(pvcs_of_next_pod);
+    }
 
     // Kruise: DoItSlowly — batches of 1, 2, 4, … stopping at the first failed batch.
     let mut batch = 1usize;
     let mut rest = creates.as_slice();
     while !rest.is_empty() {
         let (now, later) = rest.split_at(batch.min(rest.len()));
-        let futs: Vec<_> = now.iter().map(|a| x.run(a)).collect();
+        let futs: Vec<_> = now.iter().map(|unit| x.run_chain(unit.clone())).collect();
         let results: Vec<Result<(), Error>> = stream::iter(futs)
             .buffer_unordered(POD_CONCURRENCY)
             .collect()
@@ -200,6 +216,10 @@ struct Exec<'a> {
 
 impl Exec<'_> {
     fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.ctx.client.clone(), &self.ns)
+    }
+
+    fn pvcs(&self) -> Api<PersistentVolumeClaim> {
         Api::namespaced(self.ctx.client.clone(), &self.ns)
     }
 
@@ -355,6 +375,54 @@ impl Exec<'_> {
                     }
                 }
             }
+            Action::CreatePvc { pvc } => {
+                let name = pvc.name_any();
+                m.write("create", "persistentvolumeclaims");
+                match self.pvcs().create(&PostParams::default(), pvc).await {
+                    Ok(_) => self.expect(Expect::PvcCreated(name)),
+                    // Kruise creates only the PVCs it does not see; one that exists all the same (our cache
+                    // lagged, or it is not ours) is there for the pod to use. No expectation: a PVC we do not
+                    // own may never show up in the CloneSet's snapshot.
+                    Err(e) if is_status(&e, 409) => {}
+                    Err(e) => {
+                        self.event(
+                            Severity::Warning,
+                            ev::FAILED_CREATE,
+                            format!("failed to create pvc: {e}, pvc: {name}"),
+                        );
+                        return Err(action_err(format!("create pvc {name}"), e));
+                    }
+                }
+            }
+            Action::DeletePvc { name, uid, pod, .. } => {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                m.write("delete", "persistentvolumeclaims");
+                match self.pvcs().delete(name, &dp).await {
+                    Ok(_) => self.expect(Expect::PvcDeleted(name.clone())),
+                    Err(e) if is_status(&e, 404) => {}
+                    Err(e) => {
+                        // Kruise: deletePods vs cleanupPVCs word their failures differently.
+                        let msg = match pod {
+                            Some(_) => format!("failed to delete pvc {name}: {e}"),
+                            None => format!("failed to clean up PVC {name}: {e}"),
+                        };
+                        self.event(Severity::Warning, ev::FAILED_DELETE, msg);
+                        return Err(action_err(format!("delete pvc {name}"), e));
+                    }
+                }
+            }
+            Action::ReleasePvc {
+                name,
+                uid,
+                pod,
+                pod_uid,
+            } => self.release_pvc(name, uid, pod, pod_uid).await?,
             Action::SetInPlaceUpdateReady { pod, uid, ready } => {
                 self.set_inplace_ready(pod, uid, *ready).await?
             }
@@ -478,6 +546,65 @@ impl Exec<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Kruise `updateClaimOwnerRefToPod`: the CloneSet's ownerReference on the PVC is replaced by a controller
+    /// reference to the pod, so the garbage collector deletes the PVC with the pod. Written as a merge patch
+    /// of the whole list guarded by the cached resourceVersion (a conflict ends the round; the next one
+    /// re-plans from a fresh cache).
+    async fn release_pvc(&self, name: &str, uid: &str, pod: &str, pod_uid: &str) -> Result<(), Error> {
+        let Some(cur) = self
+            .ctx
+            .pvcs
+            .get(&ObjectRef::<PersistentVolumeClaim>::new(name).within(&self.ns))
+            .filter(|c| c.metadata.uid.as_deref() == Some(uid))
+        else {
+            return Ok(()); // gone (or replaced) meanwhile: nothing to hand over
+        };
+        let cs_uid = self.cs.metadata.uid.clone().unwrap_or_default();
+        let mut refs: Vec<OwnerReference> = cur
+            .owner_references()
+            .iter()
+            .filter(|r| r.uid != cs_uid)
+            .cloned()
+            .collect();
+        if !refs.iter().any(|r| r.uid == pod_uid) {
+            refs.push(OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod.to_string(),
+                uid: pod_uid.to_string(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            });
+        }
+        let patch = json!({
+            "metadata": {
+                "uid": uid,
+                "resourceVersion": cur.metadata.resource_version,
+                "ownerReferences": refs,
+            }
+        });
+        self.ctx.metrics.write("patch", "persistentvolumeclaims");
+        match self
+            .pvcs()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(c) => {
+                self.expect(Expect::PvcVersion(name.to_string(), pvc_version(&c)));
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => {
+                self.event(
+                    Severity::Warning,
+                    ev::FAILED_UPDATE,
+                    format!("failed to update PVC {name}: {e}"),
+                );
+                Err(action_err(format!("hand pvc {name} over to pod {pod}"), e))
+            }
+        }
     }
 
     /// GET-free read-modify-write: start from the cache, re-read only after a conflict (Kruise: RetryOnConflict).

@@ -1,15 +1,15 @@
 //! Expectations: what the cache must show after our own writes before we plan again (Kruise `pkg/util/expectations`).
 //!
 //! Planning on a cache that has not yet seen our last writes would double-create or double-update pods.
-//! Kruise keeps scale expectations by pod name and resourceVersion expectations by UID; we keep both per
-//! CloneSet, keyed by pod name, and check them against the reflector store.
+//! Kruise keeps scale expectations by pod/PVC name and resourceVersion expectations by UID; we keep both per
+//! CloneSet, keyed by object name, and check them against the reflector stores.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -25,6 +25,12 @@ pub enum Expect {
     PodVersion(String, u64),
     /// A revision we created must appear.
     RevisionCreated(String),
+    /// A PVC we created must appear (Kruise ExpectScale(create, pvc)).
+    PvcCreated(String),
+    /// A PVC we deleted must disappear or show a deletionTimestamp (Kruise ExpectScale(delete, pvc)).
+    PvcDeleted(String),
+    /// A PVC we patched must show at least this resourceVersion.
+    PvcVersion(String, u64),
 }
 
 #[derive(Default)]
@@ -40,6 +46,14 @@ pub enum Check {
     Waiting(Duration),
     /// Some expectations timed out and were dropped (a leak, reported as a metric).
     TimedOut(usize),
+}
+
+/// The reflector stores expectations are checked against.
+#[derive(Clone, Copy)]
+pub struct Caches<'a> {
+    pub pods: &'a Store<Pod>,
+    pub revisions: &'a Store<ControllerRevision>,
+    pub pvcs: &'a Store<PersistentVolumeClaim>,
 }
 
 /// Per-CloneSet expectations, keyed by `namespace/name`.
@@ -70,8 +84,7 @@ impl Expectations {
         &self,
         key: &str,
         namespace: &str,
-        pods: &Store<Pod>,
-        revisions: &Store<ControllerRevision>,
+        caches: Caches<'_>,
         now: Timestamp,
         timeout: Duration,
     ) -> Check {
@@ -79,16 +92,27 @@ impl Expectations {
         let Some(pending) = map.get_mut(key) else {
             return Check::Satisfied;
         };
-        let pod = |name: &str| pods.get(&ObjectRef::<Pod>::new(name).within(namespace));
+        let pod = |name: &str| caches.pods.get(&ObjectRef::<Pod>::new(name).within(namespace));
+        let pvc = |name: &str| {
+            caches
+                .pvcs
+                .get(&ObjectRef::<PersistentVolumeClaim>::new(name).within(namespace))
+        };
         pending.items.retain(|(what, _)| match what {
             Expect::PodCreated(name) => pod(name).is_none(),
             Expect::PodDeleted(name) => pod(name).is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
             Expect::PodVersion(name, rv) => {
                 pod(name).is_some_and(|p| rv_of(p.metadata.resource_version.as_ref()) < *rv)
             }
-            Expect::RevisionCreated(name) => revisions
+            Expect::RevisionCreated(name) => caches
+                .revisions
                 .get(&ObjectRef::<ControllerRevision>::new(name).within(namespace))
                 .is_none(),
+            Expect::PvcCreated(name) => pvc(name).is_none(),
+            Expect::PvcDeleted(name) => pvc(name).is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+            Expect::PvcVersion(name, rv) => {
+                pvc(name).is_some_and(|c| rv_of(c.metadata.resource_version.as_ref()) < *rv)
+            }
         });
         if pending.items.is_empty() {
             map.remove(key);
@@ -117,4 +141,9 @@ impl Expectations {
 /// The resourceVersion of a written pod as a number (Kruise compares them numerically).
 pub fn pod_version(pod: &Pod) -> u64 {
     rv_of(pod.resource_version().as_ref())
+}
+
+/// The resourceVersion of a written PVC as a number.
+pub fn pvc_version(pvc: &PersistentVolumeClaim) -> u64 {
+    rv_of(pvc.resource_version().as_ref())
 }

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use crate::events::Severity;
-use crate::expectations::Check;
+use crate::expectations::{Caches, Check};
 use crate::metrics::cs_labels;
 use crate::{Context, Error, execute, snapshot};
 
@@ -55,16 +55,21 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
         .wait_until_ready()
         .await
         .map_err(|e| Error::Invalid(format!("revision cache: {e}")))?;
+    ctx.pvcs
+        .wait_until_ready()
+        .await
+        .map_err(|e| Error::Invalid(format!("pvc cache: {e}")))?;
 
     let now = ctx.clock.now();
-    match ctx.expectations.check(
-        &key,
-        &ns,
-        &ctx.pods,
-        &ctx.revisions,
-        now,
-        ctx.config.expectation_timeout,
-    ) {
+    let caches = Caches {
+        pods: &ctx.pods,
+        revisions: &ctx.revisions,
+        pvcs: &ctx.pvcs,
+    };
+    match ctx
+        .expectations
+        .check(&key, &ns, caches, now, ctx.config.expectation_timeout)
+    {
         Check::Satisfied => {}
         Check::Waiting(left) => {
             ctx.metrics

@@ -1,11 +1,11 @@
-//! Wires kube-runtime: watches CloneSets, Pods and ControllerRevisions into caches and drives reconciles.
+//! Wires kube-runtime: watches CloneSets, Pods, ControllerRevisions and PVCs into caches and drives reconciles.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
@@ -42,6 +42,7 @@ pub async fn run(
     let clonesets: Api<CloneSet> = api(&client, &config.namespace);
     let pods: Api<Pod> = api(&client, &config.namespace);
     let revisions: Api<ControllerRevision> = api(&client, &config.namespace);
+    let pvcs: Api<PersistentVolumeClaim> = api(&client, &config.namespace);
 
     // Lean caches: managedFields are dropped before objects are stored (they are often half the bytes).
     let (pod_store, pod_writer) = reflector::store::<Pod>();
@@ -55,6 +56,14 @@ pub async fn run(
         .default_backoff()
         .modify(|r: &mut ControllerRevision| r.metadata.managed_fields = None)
         .reflect(rev_writer)
+        .touched_objects();
+    // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
+    // change to an owned PVC (e.g. deleted behind our back) triggers a reconcile.
+    let (pvc_store, pvc_writer) = reflector::store::<PersistentVolumeClaim>();
+    let pvc_stream = watcher(pvcs, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|c: &mut PersistentVolumeClaim| c.metadata.managed_fields = None)
+        .reflect(pvc_writer)
         .touched_objects();
 
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
@@ -82,6 +91,7 @@ pub async fn run(
         pods: pod_store,
         revisions: rev_store,
         nodes: node_store,
+        pvcs: pvc_store,
         clock,
         expectations: Expectations::default(),
         metrics,
@@ -90,6 +100,7 @@ pub async fn run(
     let controller = controller
         .owns_stream(pod_stream)
         .owns_stream(rev_stream)
+        .owns_stream(pvc_stream)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

@@ -6,7 +6,7 @@ use insitu_api::CloneSet;
 use insitu_core::Snapshot;
 use insitu_core::snapshot::NodeLabels;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -18,7 +18,7 @@ fn controlled_by(refs: &[OwnerReference], uid: &str) -> bool {
     refs.iter().any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
-/// Pods and revisions owned by `cs`, plus `now`, as the planner wants them.
+/// Pods, revisions and PVCs owned by `cs`, plus `now`, as the planner wants them.
 pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
     let uid = cs.uid().unwrap_or_default();
     let ns = cs.namespace().unwrap_or_default();
@@ -39,10 +39,22 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
         })
         .collect();
     let nodes = node_labels(ctx, &cs, &pods);
+    // Kruise getOwnedPVCs: any ownerReference with the CloneSet's UID (its field index), no deletionTimestamp.
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
+        .pvcs
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.metadata.namespace.as_deref() == Some(ns.as_str())
+                && c.metadata.deletion_timestamp.is_none()
+                && c.owner_references().iter().any(|r| r.uid == uid)
+        })
+        .collect();
     Snapshot {
         cloneset: cs,
         pods,
         revisions,
+        pvcs,
         now: ctx.clock.now(),
         gates: ctx.config.gates.clone(),
         nodes,

@@ -121,6 +121,14 @@ pub fn action_line(a: &Action) -> String {
             )
         }
         Action::DeletePod { pod, reason, .. } => format!("delete pod {pod} ({reason})"),
+        Action::CreatePvc { pvc } => format!(
+            "create PersistentVolumeClaim {}",
+            pvc.metadata.name.as_deref().unwrap_or_default()
+        ),
+        Action::DeletePvc { name, reason, .. } => format!("delete PersistentVolumeClaim {name} ({reason})"),
+        Action::ReleasePvc { name, pod, .. } => {
+            format!("hand PersistentVolumeClaim {name} over to pod {pod} (ownerReference)")
+        }
         Action::SetInPlaceUpdateReady { pod, ready, .. } => {
             format!(
                 "set pod {pod} condition InPlaceUpdateReady={}",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use insitu_api::CloneSet;
 use insitu_api::validation::selector_matches;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -56,8 +56,9 @@ fn owned_by(
 }
 
 /// Picks exactly one CloneSet and the Pods/ControllerRevisions that belong to it (controller ownerReference,
-/// or no controller and matching labels, in the same namespace). With no ControllerRevisions in the input,
-/// the update revision is computed from the template, as the controller would create it.
+/// or no controller and matching labels, in the same namespace), and the PersistentVolumeClaims it owns.
+/// With no ControllerRevisions in the input, the update revision is computed from the template, as the
+/// controller would create it.
 pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGates) -> Result<Input, String> {
     let mut objs = Vec::new();
     for d in docs {
@@ -95,7 +96,8 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     let mut revisions = Vec::new();
     // Node labels, for the topology-spread scale-down ranker (`kubectl get nodes -o yaml` in the input).
     let mut nodes = crate::sort::NodeLabels::new();
-    let (mut skipped_pods, mut skipped_revs, mut other) = (0usize, 0usize, 0usize);
+    let mut pvcs = Vec::new();
+    let (mut skipped_pods, mut skipped_revs, mut skipped_pvcs, mut other) = (0usize, 0usize, 0usize, 0usize);
     for o in &objs {
         match kind(o) {
             "Pod" => {
@@ -137,6 +139,19 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
                     nodes.insert(name.to_string(), labels);
                 }
             }
+            "PersistentVolumeClaim" => {
+                let c: PersistentVolumeClaim = serde_json::from_value(o.clone()).map_err(|e| {
+                    let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+                    format!("persistentvolumeclaim {name} does not parse: {e}")
+                })?;
+                // Kruise never adopts PVCs: only those the CloneSet owns count (an orphan with matching
+                // labels is ignored, as in Kruise's TestReconcile).
+                if same_ns(&c.metadata) && owned_by(&c.metadata, &cs) == Some(true) {
+                    pvcs.push(Arc::new(c));
+                } else {
+                    skipped_pvcs += 1;
+                }
+            }
             "CloneSet" => {}
             _ => other += 1,
         }
@@ -144,6 +159,12 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     if skipped_pods + skipped_revs > 0 {
         notes.push(format!(
             "ignored {skipped_pods} pod(s) and {skipped_revs} revision(s) that do not belong to CloneSet {}",
+            cs.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+    if skipped_pvcs > 0 {
+        notes.push(format!(
+            "ignored {skipped_pvcs} PersistentVolumeClaim(s) that CloneSet {} does not own",
             cs.metadata.name.as_deref().unwrap_or_default()
         ));
     }
@@ -168,6 +189,7 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
             cloneset: Arc::new(cs),
             pods,
             revisions,
+            pvcs,
             now,
             gates,
             nodes,
@@ -249,6 +271,34 @@ mod tests {
             !input.notes.iter().any(|n| n.contains("other kinds")),
             "{:?}",
             input.notes
+        );
+    }
+
+    #[test]
+    fn owned_pvcs_only() {
+        let owned = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-a-x", "namespace": "d", "labels": {"app": "a"},
+                         "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "a", "uid": "u1", "controller": true}]}});
+        let orphan = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-a-y", "namespace": "d", "labels": {"app": "a"}}});
+        let input = snapshot_from_objects(
+            vec![json!({"kind": "List", "items": [cs("a"), owned, orphan]})],
+            Timestamp::UNIX_EPOCH,
+            FeatureGates::default(),
+        )
+        .unwrap();
+        let names: Vec<_> = input
+            .snapshot
+            .pvcs
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect();
+        assert_eq!(names, [Some("data-a-x".to_string())]);
+        assert!(
+            input
+                .notes
+                .iter()
+                .any(|n| n.contains("1 PersistentVolumeClaim(s)"))
         );
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use insitu_api::CloneSetStatus;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde::Serialize;
 
 /// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
@@ -74,6 +74,29 @@ pub enum Action {
         pod: String,
         uid: String,
         reason: String,
+    },
+    /// Create the PVC of one volumeClaimTemplate for the pod created next (Kruise createOnePod: PVCs first,
+    /// so the pod never waits on a missing claim). An existing PVC of that name counts as created.
+    #[serde(rename_all = "camelCase")]
+    CreatePvc { pvc: Box<PersistentVolumeClaim> },
+    /// Delete a PVC. `pod` is set when it goes with that pod (Kruise deletePods: same instance-id);
+    /// `None` is the disablePVCReuse cleanup of a PVC whose pod is gone (Kruise cleanupPVCs).
+    #[serde(rename_all = "camelCase")]
+    DeletePvc {
+        name: String,
+        uid: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
+        reason: String,
+    },
+    /// disablePVCReuse: move the PVC's ownerReference from the CloneSet to its inactive pod, so the PVC goes
+    /// with that pod instead of being reused (Kruise cleanupPVCs / updateClaimOwnerRefToPod).
+    #[serde(rename_all = "camelCase")]
+    ReleasePvc {
+        name: String,
+        uid: String,
+        pod: String,
+        pod_uid: String,
     },
     /// Write the `InPlaceUpdateReady` condition through `pods/status`. When `ready` is false the pod's `Ready`
     /// condition is recomputed False in the same write (Kruise: SetPodReadyCondition), so endpoints drop it now.

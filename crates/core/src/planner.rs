@@ -1,14 +1,14 @@
 //! `plan()`: one Kruise reconcile (research §3.2) as a pure function: revisions → scale or update → status.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use insitu_api::validation::format_selector;
 use insitu_api::{CloneSet, CloneSetUpdateStrategyType, LifecycleHook, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use serde_json::Value;
 
 use crate::budget::{self, DiffPod, Unavailable};
@@ -43,6 +43,9 @@ struct Planner<'a> {
     budget_memo: Option<((bool, bool), Budget)>,
     /// Some lifecycle hook has `markPodNotReady` (KruisePodReady bookkeeping needed even without a condition).
     mark_not_ready: bool,
+    /// The owned PVCs scale works with: no deletionTimestamp, and with disablePVCReuse only those of active
+    /// pods (Kruise: the list `cleanupPVCs` returns).
+    pvcs: Vec<&'a PersistentVolumeClaim>,
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
@@ -97,6 +100,7 @@ impl<'a> Planner<'a> {
             now_rfc3339: OnceCell::new(),
             budget_memo: None,
             mark_not_ready: readiness::wants_gate(&s.cloneset),
+            pvcs: Vec::new(),
         }
     }
 
@@ -105,6 +109,75 @@ impl<'a> Planner<'a> {
         if let Some(a) = readiness::reconcile(self.cs, f.pod, f.name, f.uid, to) {
             self.plan.actions.push(a);
         }
+    }
+
+    /// Kruise `getOwnedPVCs` + `cleanupPVCs` (research §3.2 steps 5–6). With PVC reuse (the default) every
+    /// owned PVC stays in play, so a pod that vanished gets its claims back. With `disablePVCReuse`, a PVC of
+    /// an inactive pod (Succeeded, Failed or deleting) is handed over to that pod, so it goes away with it,
+    /// and a PVC of no pod at all is deleted; only PVCs of active pods stay in play.
+    fn pvcs_in_play(&mut self) {
+        let live: Vec<&'a PersistentVolumeClaim> = self
+            .s
+            .pvcs
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| &**p)
+            .collect();
+        let reuse = !self
+            .cs
+            .spec
+            .scale_strategy
+            .as_ref()
+            .is_some_and(|s| s.disable_pvc_reuse);
+        if reuse || live.is_empty() {
+            self.pvcs = live;
+            return;
+        }
+        // Kruise looks at every owned pod here, before claimPods drops those the selector no longer matches.
+        let mut active: HashSet<&str> = HashSet::new();
+        let mut inactive: HashMap<&str, &Pod> = HashMap::new();
+        for p in &self.s.pods {
+            let id = pods::instance_id(&p.metadata);
+            if id.is_empty() {
+                continue;
+            }
+            if pods::is_active(p) {
+                active.insert(id);
+            } else {
+                inactive.insert(id, p);
+            }
+        }
+        let mut live = live;
+        live.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut kept = Vec::with_capacity(live.len());
+        for pvc in live {
+            let id = pods::instance_id(&pvc.metadata);
+            let name = pvc.metadata.name.clone().unwrap_or_default();
+            let uid = pvc.metadata.uid.clone().unwrap_or_default();
+            if active.contains(id) {
+                kept.push(pvc);
+            } else if let Some(pod) = inactive.get(id) {
+                let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                self.why(format!(
+                    "disablePVCReuse: PVC {name} belongs to inactive pod {pod_name} → owned by that pod from now on"
+                ));
+                self.plan.actions.push(Action::ReleasePvc {
+                    name,
+                    uid,
+                    pod: pod_name,
+                    pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+                });
+            } else {
+                self.why(format!("disablePVCReuse: PVC {name} has no pod → delete"));
+                self.plan.actions.push(Action::DeletePvc {
+                    name,
+                    uid,
+                    pod: None,
+                    reason: "disablePVCReuse: no pod with its instance-id".into(),
+                });
+            }
+        }
+        self.pvcs = kept;
     }
 
     /// A lifecycle label transition stamped with `now`.
@@ -153,6 +226,9 @@ impl<'a> Planner<'a> {
         let cs = self.cs;
         let spec = &cs.spec;
         let now = self.s.now;
+
+        // PVCs first, as Kruise cleans them up before it looks at revisions.
+        self.pvcs_in_play();
 
         // Revisions (Kruise getActiveRevisions).
         let revs = revision::active_revisions(cs, &self.s.revisions);
@@ -345,6 +421,26 @@ impl<'a> Planner<'a> {
                 reason: why.to_string(),
             });
             modified = true;
+            // Kruise deletePods: the pod's PVCs (same instance-id) go with it.
+            let id = pods::instance_id(&f.pod.metadata);
+            if id.is_empty() {
+                continue;
+            }
+            for pvc in &self.pvcs {
+                if pods::instance_id(&pvc.metadata) != id {
+                    continue;
+                }
+                let name = pvc.metadata.name.clone().unwrap_or_default();
+                self.plan
+                    .explanation
+                    .push(format!("delete PVC {name} with pod {}", f.name));
+                self.plan.actions.push(Action::DeletePvc {
+                    name,
+                    uid: pvc.metadata.uid.clone().unwrap_or_default(),
+                    pod: Some(f.name.to_string()),
+                    reason: why.to_string(),
+                });
+            }
         }
         modified
     }
@@ -451,15 +547,94 @@ impl<'a> Planner<'a> {
                 self.s.now.as_nanosecond(),
                 self.s.pods.len()
             );
-            let ids = pods::instance_ids(&seed, n, &taken);
+            // Kruise getOrGenAvailableIDs: ids of PVCs no active pod uses come back first.
+            let active_ids: HashSet<&str> =
+                facts.iter().map(|f| pods::instance_id(&f.pod.metadata)).collect();
+            let pvc_ids: BTreeSet<&str> = self
+                .pvcs
+                .iter()
+                .map(|p| pods::instance_id(&p.metadata))
+                .filter(|id| !id.is_empty())
+                .collect();
+            // A reused id names the pod `<cs>-<id>` again. While an old pod of that name still exists
+            // (terminating, Succeeded/Failed) the create can only fail with AlreadyExists, as Kruise's does
+            // until the old pod is gone: such ids go last, and wait rather than fail (the old pod's removal
+            // triggers the next round).
+            let cs_name = cs.metadata.name.as_deref().unwrap_or_default();
+            let busy: HashSet<&str> = if pvc_ids.iter().any(|id| !active_ids.contains(id)) {
+                let names: HashSet<&str> = self
+                    .s
+                    .pods
+                    .iter()
+                    .filter_map(|p| p.metadata.name.as_deref())
+                    .collect();
+                pvc_ids
+                    .iter()
+                    .copied()
+                    .filter(|id| names.contains(format!("{cs_name}-{id}").as_str()))
+                    .collect()
+            } else {
+                HashSet::new()
+            };
+            let mut reusable: Vec<&str> = pvc_ids.iter().copied().collect();
+            reusable.sort_by_key(|id| busy.contains(id));
+            let mut ids = pods::available_ids(&seed, n, &reusable, &active_ids, &taken);
+            let reused: Vec<&str> = ids
+                .iter()
+                .map(String::as_str)
+                .filter(|id| pvc_ids.contains(id))
+                .collect();
+            if !reused.is_empty() {
+                self.why(format!(
+                    "reuse instance id(s) {} of PVC(s) without an active pod",
+                    reused.join(", ")
+                ));
+            }
+            let mut waiting = Vec::new();
+            ids.retain(|id| {
+                let wait = busy.contains(id.as_str());
+                if wait {
+                    waiting.push(format!("{cs_name}-{id}"));
+                }
+                !wait
+            });
+            if !waiting.is_empty() {
+                self.why(format!(
+                    "pod(s) {} still exist: their replacements with the same name and PVCs wait",
+                    waiting.join(", ")
+                ));
+            }
+            if ids.is_empty() {
+                return true;
+            }
+            let n = ids.len();
+            let n_current = n_current.min(n);
+            let existing: HashSet<&str> = self
+                .pvcs
+                .iter()
+                .filter_map(|p| p.metadata.name.as_deref())
+                .collect();
             let cur_tpl = self.template_of(current, update);
             let upd_tpl = &cs.spec.template;
+            let mut pvcs_created = 0usize;
             for (i, id) in ids.iter().enumerate() {
                 let (tpl, rev) = if i < n_current {
                     (&cur_tpl, current_name)
                 } else {
                     (upd_tpl, update_name)
                 };
+                // Kruise createOnePod: the pod's missing PVCs are created before it.
+                for vct in &cs.spec.volume_claim_templates {
+                    if vct.metadata.name.as_deref().is_none_or(str::is_empty) {
+                        continue;
+                    }
+                    let pvc = pods::new_pvc(cs, vct, id);
+                    if existing.contains(pvc.metadata.name.as_deref().unwrap_or_default()) {
+                        continue;
+                    }
+                    pvcs_created += 1;
+                    self.plan.actions.push(Action::CreatePvc { pvc: Box::new(pvc) });
+                }
                 let pod = pods::new_pod(cs, tpl, rev, id, self.s.now, self.gates.cloneset_short_hash);
                 self.plan.actions.push(Action::CreatePod {
                     pod: Box::new(pod),
@@ -470,6 +645,11 @@ impl<'a> Planner<'a> {
                 "create {n} pod(s): {n_current} at current revision {current_name}, {} at update revision {update_name}",
                 n - n_current
             ));
+            if pvcs_created > 0 {
+                self.why(format!(
+                    "create {pvcs_created} PVC(s) from volumeClaimTemplates, each before its pod"
+                ));
+            }
             return true;
         }
 

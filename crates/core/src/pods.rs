@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use insitu_api::{CloneSet, keys};
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodReadinessGate, PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodReadinessGate,
+    PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -322,6 +323,24 @@ impl<'a> PodFacts<'a> {
     }
 }
 
+/// k8s `IsPodActive`: not Succeeded/Failed and no deletionTimestamp (as `PodFacts::active`, without the rest).
+pub fn is_active(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && !matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        )
+}
+
+/// The instance id of a pod or PVC (`apps.kruise.io/cloneset-instance-id`; `""` when absent), as Kruise
+/// `GetInstanceID`.
+pub fn instance_id(meta: &ObjectMeta) -> &str {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(keys::INSTANCE_ID_LABEL))
+        .map_or("", String::as_str)
+}
+
 /// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.
 pub fn deletion_cost(v: &str) -> i32 {
     let digits = v.strip_prefix('-').unwrap_or(v);
@@ -363,6 +382,67 @@ pub fn instance_ids(seed: &str, n: usize, taken: &HashSet<String>) -> Vec<String
         }
     }
     out
+}
+
+/// Kruise `getOrGenAvailableIDs`: first the ids of PVCs that no active pod uses (so a pod whose PVCs
+/// outlived it comes back under the same name, with the same claims), then fresh ids that are neither
+/// in `taken` nor a PVC's. Kruise pops the reusable ids from a set in no particular order; here they are
+/// taken in the order of `pvc_ids` (the planner sorts them), so the plan stays deterministic.
+pub fn available_ids(
+    seed: &str,
+    n: usize,
+    pvc_ids: &[&str],
+    active_ids: &HashSet<&str>,
+    taken: &HashSet<String>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(n);
+    for id in pvc_ids {
+        if out.len() == n {
+            break;
+        }
+        if !id.is_empty() && !active_ids.contains(id) && !out.iter().any(|o| o == id) {
+            out.push((*id).to_string());
+        }
+    }
+    if out.len() < n {
+        let mut taken = taken.clone();
+        taken.extend(pvc_ids.iter().map(|id| (*id).to_string()));
+        taken.extend(active_ids.iter().map(|id| (*id).to_string()));
+        out.extend(instance_ids(seed, n - out.len(), &taken));
+    }
+    out
+}
+
+/// The name of the PVC of template `vct_name` for instance `id`: `<vct>-<cloneset>-<id>` (Kruise
+/// getPersistentVolumeClaimName); the pod's volume of the same name claims it.
+pub fn pvc_name(vct_name: &str, cs_name: &str, id: &str) -> String {
+    format!("{vct_name}-{cs_name}-{id}")
+}
+
+/// Kruise `GetPersistentVolumeClaims` for one volumeClaimTemplate: the template's metadata and spec,
+/// named for the instance, labelled with the template labels + the selector's matchLabels + the
+/// instance id, owned by the CloneSet (controller, blockOwnerDeletion) like the pod.
+pub fn new_pvc(cs: &CloneSet, vct: &PersistentVolumeClaim, id: &str) -> PersistentVolumeClaim {
+    let cs_name = cs.metadata.name.as_deref().unwrap_or_default();
+    let vct_name = vct.metadata.name.as_deref().unwrap_or_default();
+    let mut labels = vct.metadata.labels.clone().unwrap_or_default();
+    if let Some(ml) = &cs.spec.selector.match_labels {
+        labels.extend(ml.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    labels.insert(keys::INSTANCE_ID_LABEL.into(), id.into());
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(pvc_name(vct_name, cs_name, id)),
+            namespace: cs.metadata.namespace.clone(),
+            labels: Some(labels),
+            annotations: vct.metadata.annotations.clone(),
+            finalizers: vct.metadata.finalizers.clone(),
+            owner_references: Some(vec![revision::controller_ref(cs)]),
+            ..Default::default()
+        },
+        spec: vct.spec.clone(),
+        status: None,
+    }
 }
 
 /// Kruise `newVersionedPods` + k8s `GetPodFromTemplate` (research §3.9): a pod for `template` at `revision`.
@@ -422,7 +502,7 @@ pub fn new_pod(
         vols.push(Volume {
             name: vname.into(),
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: format!("{vname}-{cs_name}-{id}"),
+                claim_name: pvc_name(vname, cs_name, id),
                 read_only: None,
             }),
             ..Default::default()

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::FeatureGates;
@@ -18,6 +18,9 @@ pub struct Snapshot {
     pub pods: Vec<Arc<Pod>>,
     /// ControllerRevisions owned by this CloneSet (or matching its selector and unowned).
     pub revisions: Vec<Arc<ControllerRevision>>,
+    /// PersistentVolumeClaims owned by this CloneSet (Kruise getOwnedPVCs: any ownerReference with its UID).
+    /// Ones with a deletionTimestamp are ignored by the planner, as Kruise filters them out.
+    pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
     pub now: Timestamp,
     pub gates: FeatureGates,
     /// Labels of the nodes the pods run on. Only needed when the template has `topologySpreadConstraints`

@@ -669,6 +669,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         cloneset: Arc::new(cs_now.clone()),
         pods: snap_pods,
         revisions: revisions.into_iter().map(Arc::new).collect(),
+        pvcs: vec![],
         now: clock.now(),
         gates: Default::default(),
         nodes: Default::default(),

@@ -20,7 +20,8 @@ pub enum Output {
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanArgs {
     /// A kubectl List or multi-document YAML/JSON with one CloneSet, its Pods and (optionally) its
-    /// ControllerRevisions, e.g. `kubectl get cloneset/web,pods,controllerrevisions -o yaml`. `-` reads stdin.
+    /// ControllerRevisions and PersistentVolumeClaims, e.g.
+    /// `kubectl get cloneset/web,pods,controllerrevisions,pvc -o yaml`. `-` reads stdin.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
     /// The instant to plan at (RFC3339, e.g. 2026-01-01T00:00:00Z); default: now.

@@ -1,4 +1,4 @@
-//! Cluster wiring: starts the apiserver, scheduler, kubelets and GC on one clock.
+//! Cluster wiring: starts the apiserver, scheduler, kubelets, volume binder and GC on one clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +10,7 @@ use crate::clock::{Clock, SimClock};
 use crate::gc::{self, GcConfig};
 use crate::kubelet::{self, ImageProfiles, KubeletConfig, NodeCapacity};
 use crate::scheduler::{self, SchedulerConfig};
+use crate::volumes;
 
 /// Configuration of a simulated cluster.
 #[derive(Clone, Debug)]
@@ -28,6 +29,8 @@ pub struct SimConfig {
     pub capacity: NodeCapacity,
     /// Run the scheduler (else pods must be created with `spec.nodeName`).
     pub scheduler: bool,
+    /// Bind every new PVC at once, as a cluster with a default dynamic provisioner does.
+    pub volumes: bool,
     /// Run the garbage collector.
     pub gc: bool,
     /// GC owner and dependent kinds.
@@ -47,6 +50,7 @@ impl Default for SimConfig {
             events: true,
             capacity: NodeCapacity::default(),
             scheduler: true,
+            volumes: true,
             gc: true,
             gc_config: GcConfig::default(),
             apiserver: ApiServerConfig::default(),
@@ -81,8 +85,8 @@ pub struct SimCluster {
 }
 
 impl SimCluster {
-    /// Starts the apiserver, registers the nodes, then spawns kubelet, scheduler and GC (all on the in-process
-    /// client). Nodes exist and are Ready when this returns.
+    /// Starts the apiserver, registers the nodes, then spawns kubelet, scheduler, volume binder and GC (all on the
+    /// in-process client). Nodes exist and are Ready when this returns.
     pub async fn start(config: SimConfig, clock: Arc<SimClock>) -> Result<Self, kube::Error> {
         let dyn_clock: Arc<dyn Clock> = clock.clone();
         let apiserver = ApiServer::with_config(
@@ -111,6 +115,9 @@ impl SimCluster {
                 scfg,
             )));
         }
+        if config.volumes {
+            tasks.push(tokio::spawn(volumes::run(client.clone(), dyn_clock.clone())));
+        }
         if config.gc {
             tasks.push(tokio::spawn(gc::run(
                 client.clone(),
@@ -126,7 +133,7 @@ impl SimCluster {
         })
     }
 
-    /// Stops kubelet, scheduler and GC.
+    /// Stops kubelet, scheduler, volume binder and GC.
     pub fn shutdown(&mut self) {
         for t in self.tasks.drain(..) {
             t.abort();

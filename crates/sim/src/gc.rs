@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{
@@ -37,12 +37,18 @@ pub struct GcConfig {
 }
 
 impl Default for GcConfig {
+    /// CloneSets own pods, revisions and PVCs; pods own the PVCs handed over to them (Kruise
+    /// disablePVCReuse), which go when the pod goes.
     fn default() -> Self {
         Self {
-            owners: vec![ApiResource::erase::<insitu_api::CloneSet>(&())],
+            owners: vec![
+                ApiResource::erase::<insitu_api::CloneSet>(&()),
+                ApiResource::erase::<Pod>(&()),
+            ],
             dependents: vec![
                 ApiResource::erase::<Pod>(&()),
                 ApiResource::erase::<ControllerRevision>(&()),
+                ApiResource::erase::<PersistentVolumeClaim>(&()),
             ],
         }
     }
@@ -127,9 +133,12 @@ enum Work {
     Owner(String),
 }
 
+#[derive(Clone, Copy)]
 enum Source {
     Owner(usize),
     Dependent(usize),
+    /// A kind that is both (pods): one watch feeds both roles.
+    Both(usize, usize),
 }
 
 struct Gc {
@@ -398,21 +407,25 @@ type Tagged = (Source, Result<watcher::Event<MetaObject>, watcher::Error>);
 /// Runs the garbage collector until the future is dropped.
 pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
     let mut streams: Vec<BoxStream<'static, Tagged>> = Vec::new();
+    let same = |a: &ApiResource, b: &ApiResource| a.group == b.group && a.kind == b.kind;
+    let mut tags: Vec<(&ApiResource, Source)> = Vec::new();
     for (i, ar) in config.owners.iter().enumerate() {
-        let api = Api::<MetaObject>::all_with(client.clone(), ar);
-        streams.push(
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .map(move |e| (Source::Owner(i), e))
-                .boxed(),
-        );
+        match config.dependents.iter().position(|d| same(d, ar)) {
+            Some(j) => tags.push((ar, Source::Both(i, j))),
+            None => tags.push((ar, Source::Owner(i))),
+        }
     }
-    for (i, ar) in config.dependents.iter().enumerate() {
+    for (j, ar) in config.dependents.iter().enumerate() {
+        if !config.owners.iter().any(|o| same(o, ar)) {
+            tags.push((ar, Source::Dependent(j)));
+        }
+    }
+    for (ar, tag) in tags {
         let api = Api::<MetaObject>::all_with(client.clone(), ar);
         streams.push(
             watcher(api, watcher::Config::default())
                 .default_backoff()
-                .map(move |e| (Source::Dependent(i), e))
+                .map(move |e| (tag, e))
                 .boxed(),
         );
     }
@@ -436,6 +449,10 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
                 Some((_, Err(e))) => tracing::debug!(error = %e, "gc watch error"),
                 Some((Source::Owner(i), Ok(ev))) => gc.on_owner(i, ev),
                 Some((Source::Dependent(i), Ok(ev))) => gc.on_dependent(i, ev),
+                Some((Source::Both(i, j), Ok(ev))) => {
+                    gc.on_owner(i, ev.clone());
+                    gc.on_dependent(j, ev);
+                }
             },
             () = async {
                 match retry.as_mut() {

@@ -1,4 +1,5 @@
-//! The simulated cluster: an in-memory Kubernetes apiserver plus scheduler, kubelet/nodes and GC, on a virtual clock.
+//! The simulated cluster: an in-memory Kubernetes apiserver plus scheduler, kubelet/nodes, volume binder and GC, on
+//! a virtual clock.
 //!
 //! Everything here is a black box to the controller: the controller only ever sees a `kube::Client`.
 //! `sim` never depends on `insitu-core` or `insitu-controller`.
@@ -11,5 +12,6 @@ pub mod gc;
 pub mod kubelet;
 pub mod scheduler;
 pub mod store;
+pub mod volumes;
 
 pub use clock::{Clock, SimClock};

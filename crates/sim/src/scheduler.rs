@@ -1,4 +1,7 @@
 //! Scheduler: binds pending pods to the node with the fewest pods through `pods/binding`, via the API only.
+//!
+//! A pod whose PersistentVolumeClaims are missing, being deleted or not bound yet stays pending, as the real
+//! scheduler's VolumeBinding plugin keeps it (no node is even considered).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -6,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod, PodCondition, Taint};
+use k8s_openapi::api::core::v1::{
+    Binding, Node, ObjectReference, PersistentVolumeClaim, Pod, PodCondition, Taint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -170,6 +175,55 @@ fn pick<'a>(
     ))
 }
 
+/// What the scheduler knows of a PersistentVolumeClaim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Claim {
+    deleting: bool,
+    bound: bool,
+}
+
+impl Claim {
+    fn from(pvc: &PersistentVolumeClaim) -> Self {
+        Self {
+            deleting: pvc.metadata.deletion_timestamp.is_some(),
+            bound: pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+        }
+    }
+}
+
+/// k8s VolumeBinding PreFilter: every `persistentVolumeClaim` volume of the pod names an existing claim that is
+/// not being deleted and is bound (the sim provisions Immediate volumes only). `claims` is keyed `ns/name`.
+fn claims_ready(pod: &Pod, claims: &HashMap<String, Claim>) -> Result<(), String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let mut unbound = false;
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let Some(c) = &v.persistent_volume_claim else {
+            continue;
+        };
+        match claims.get(&format!("{ns}/{}", c.claim_name)) {
+            None => return Err(format!("persistentvolumeclaim \"{}\" not found", c.claim_name)),
+            Some(cl) if cl.deleting => {
+                return Err(format!(
+                    "persistentvolumeclaim \"{}\" is being deleted",
+                    c.claim_name
+                ));
+            }
+            Some(cl) => unbound |= !cl.bound,
+        }
+    }
+    if unbound {
+        return Err("pod has unbound immediate PersistentVolumeClaims".into());
+    }
+    Ok(())
+}
+
+/// The scheduler's message when a pre-filter rejects the pod before any node is looked at.
+fn prefilter_message(reason: &str, nodes: usize) -> String {
+    format!(
+        "0/{nodes} nodes are available: {reason}. preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+    )
+}
+
 fn key_of(pod: &Pod) -> String {
     meta_key(&pod.metadata)
 }
@@ -248,6 +302,8 @@ struct Scheduler {
     seq: u64,
     reported: HashMap<String, String>,
     events: Option<EventSink>,
+    /// PersistentVolumeClaims by `ns/name`.
+    claims: HashMap<String, Claim>,
 }
 
 impl Scheduler {
@@ -313,6 +369,11 @@ impl Scheduler {
             let Some((_, pod)) = self.pending.get(&key).cloned() else {
                 continue;
             };
+            if let Err(reason) = claims_ready(&pod, &self.claims) {
+                let msg = prefilter_message(&reason, self.nodes.len());
+                self.report_unschedulable(&key, &pod, msg).await;
+                continue;
+            }
             let node = match pick(&pod, &self.nodes, &self.counts) {
                 Ok(n) => n.to_string(),
                 Err(msg) => {
@@ -468,6 +529,10 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
     let mut bound = watcher(bound_api, watcher::Config::default().fields("spec.nodeName!="))
         .default_backoff()
         .boxed();
+    let claims_api = Api::<PersistentVolumeClaim>::all(client.clone());
+    let mut claims = watcher(claims_api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut s = Scheduler {
         client,
         clock,
@@ -480,12 +545,17 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
         seq: 0,
         reported: HashMap::new(),
         events,
+        claims: HashMap::new(),
     };
-    let (mut node_relist, mut pending_relist, mut bound_relist) =
-        (Relist::default(), Relist::default(), Relist::default());
+    let (mut node_relist, mut pending_relist, mut bound_relist, mut claim_relist) = (
+        Relist::default(),
+        Relist::default(),
+        Relist::default(),
+        Relist::default(),
+    );
     let mut retry = false;
-    // Schedule only once nodes and bound pods are known (else counts and fits are wrong).
-    let (mut nodes_synced, mut bound_synced) = (false, false);
+    // Schedule only once nodes, bound pods and claims are known (else counts and fits are wrong).
+    let (mut nodes_synced, mut bound_synced, mut claims_synced) = (false, false, false);
     loop {
         let retry_sleep = s.clock.sleep(Duration::from_secs(1));
         let changed = tokio::select! {
@@ -566,9 +636,33 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
                 Some(Err(e)) => { tracing::debug!(error = %e, "scheduler pod watch error"); false }
                 None => return,
             },
+            ev = claims.next() => match ev {
+                Some(Ok(ev)) => {
+                    match ev {
+                        watcher::Event::Init => claim_relist.begin(),
+                        watcher::Event::InitApply(c) | watcher::Event::Apply(c) => {
+                            let key = meta_key(&c.metadata);
+                            claim_relist.saw(&key);
+                            s.claims.insert(key, Claim::from(&c));
+                        }
+                        watcher::Event::Delete(c) => {
+                            s.claims.remove(&meta_key(&c.metadata));
+                        }
+                        watcher::Event::InitDone => {
+                            if let Some(seen) = claim_relist.finish() {
+                                s.claims.retain(|k, _| seen.contains(k));
+                            }
+                            claims_synced = true;
+                        }
+                    }
+                    true
+                }
+                Some(Err(e)) => { tracing::debug!(error = %e, "scheduler pvc watch error"); false }
+                None => return,
+            },
             () = retry_sleep, if retry => true,
         };
-        if changed && nodes_synced && bound_synced && !s.pending.is_empty() {
+        if changed && nodes_synced && bound_synced && claims_synced && !s.pending.is_empty() {
             retry = s.schedule_all().await;
         }
     }
@@ -606,6 +700,42 @@ mod tests {
         counts.insert("b".to_string(), 2);
         let err = pick(&pod, &nodes, &counts).err().unwrap_or_default();
         assert!(err.starts_with("0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 2 Too many pods."), "{err}");
+    }
+
+    #[test]
+    fn claims_must_exist_and_be_bound() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "d"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-p"}},
+                {"name": "tmp", "emptyDir": {}}
+            ]}
+        }))
+        .unwrap_or_default();
+        let mut claims = HashMap::new();
+        assert_eq!(
+            claims_ready(&pod, &claims),
+            Err("persistentvolumeclaim \"data-p\" not found".into())
+        );
+        let mut c = Claim {
+            deleting: false,
+            bound: false,
+        };
+        claims.insert("d/data-p".to_string(), c);
+        assert_eq!(
+            claims_ready(&pod, &claims),
+            Err("pod has unbound immediate PersistentVolumeClaims".into())
+        );
+        c.bound = true;
+        claims.insert("d/data-p".to_string(), c);
+        assert_eq!(claims_ready(&pod, &claims), Ok(()));
+        c.deleting = true;
+        claims.insert("d/data-p".to_string(), c);
+        assert_eq!(
+            claims_ready(&pod, &claims),
+            Err("persistentvolumeclaim \"data-p\" is being deleted".into())
+        );
+        assert!(claims_ready(&Pod::default(), &HashMap::new()).is_ok());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Kubelet, scheduler and GC against the in-memory apiserver, on virtual time.
+//! Kubelet, scheduler, volume binder and GC against the in-memory apiserver, on virtual time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles, image_id};
 use insitu_sim::{Clock, SimClock};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -413,6 +413,91 @@ async fn scheduler_spreads_and_respects_scheduler_name() {
     clock.sleep(Duration::from_secs(11)).await;
     let r2 = renew(leases.get("sim-node-0").await.expect("lease"));
     assert!(r2 > r1, "{r1:?} → {r2:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_waits_for_its_claim_which_is_bound_and_goes_with_its_owner_pod() {
+    let (cluster, clock, pods) = start(ImageProfiles::default()).await;
+    let mut pod = seed_pod("db", "nginx:1.19.0", false);
+    if let Some(s) = &mut pod.spec {
+        s.volumes = Some(vec![
+            serde_json::from_value(
+                json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-db"}}),
+            )
+            .unwrap_or_default(),
+        ]);
+    }
+    let pod = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    // No claim: the scheduler leaves the pod pending, as the real VolumeBinding plugin does.
+    let (p, _) = wait_for(&clock, &pods, "db", "unschedulable", |p| {
+        cond_is(p, "PodScheduled", "False")
+    })
+    .await;
+    let msg = cond(&p, "PodScheduled")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("persistentvolumeclaim \"data-db\" not found"),
+        "{msg}"
+    );
+    clock.sleep(Duration::from_secs(5)).await;
+    assert!(
+        pods.get("db")
+            .await
+            .expect("get")
+            .spec
+            .and_then(|s| s.node_name)
+            .is_none()
+    );
+    // The claim appears, owned by the pod: the binder binds it, then the pod is scheduled and runs.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cluster.client.clone(), "default");
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data-db", "namespace": "default", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "Pod", "name": "db",
+            "uid": pod.metadata.uid.clone().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true
+        }]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
+    wait_for(&clock, &pods, "db", "running", |p| {
+        cond_is(p, "ContainersReady", "True")
+    })
+    .await;
+    let bound = claims.get("data-db").await.expect("get claim");
+    let status = bound.status.unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("Bound"));
+    assert_eq!(
+        status
+            .capacity
+            .and_then(|c| c.get("storage").cloned())
+            .map(|q| q.0),
+        Some("1Gi".to_string())
+    );
+    assert!(
+        bound
+            .spec
+            .and_then(|s| s.volume_name)
+            .is_some_and(|v| v.starts_with("pvc-"))
+    );
+    // Owned by the pod (Kruise disablePVCReuse hands claims over so): collected once the pod is gone.
+    pods.delete("db", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    wait_gone(&clock, &pods, "db").await;
+    for _ in 0..100 {
+        if claims.get_opt("data-db").await.ok().flatten().is_none() {
+            return;
+        }
+        clock.sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the claim outlived its owner pod");
 }
 
 async fn create_cloneset(cluster: &SimCluster) -> (Api<insitu_api::CloneSet>, OwnerReference) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use insitu_api::{CloneSet, keys};
 use insitu_core::{Action, FeatureGates, Plan, Snapshot};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::json;
@@ -35,6 +35,8 @@ pub struct World {
     pub cs: CloneSet,
     pub pods: Vec<Pod>,
     pub revisions: Vec<ControllerRevision>,
+    /// PVCs as the apiserver holds them (the snapshot gets those owned by the CloneSet).
+    pub pvcs: Vec<PersistentVolumeClaim>,
     pub now: Timestamp,
     pub gates: FeatureGates,
     pub uid_seq: u64,
@@ -47,6 +49,7 @@ impl World {
             cs,
             pods: vec![],
             revisions: vec![],
+            pvcs: vec![],
             now: t0(),
             gates: FeatureGates::default(),
             uid_seq: 0,
@@ -59,6 +62,19 @@ impl World {
             cloneset: Arc::new(self.cs.clone()),
             pods: self.pods.iter().cloned().map(Arc::new).collect(),
             revisions: self.revisions.iter().cloned().map(Arc::new).collect(),
+            pvcs: self
+                .pvcs
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| Some(&r.uid) == self.cs.metadata.uid.as_ref())
+                })
+                .cloned()
+                .map(Arc::new)
+                .collect(),
             now: self.now,
             gates: self.gates.clone(),
             nodes: self.nodes.clone(),
@@ -122,6 +138,39 @@ impl World {
                 }
                 Action::DeletePod { pod, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_deref() != Some(pod))
+                }
+                Action::CreatePvc { pvc } => {
+                    // AlreadyExists is fine (the controller treats 409 as created).
+                    if !self.pvcs.iter().any(|x| x.metadata.name == pvc.metadata.name) {
+                        let mut c = (**pvc).clone();
+                        self.uid_seq += 1;
+                        c.metadata.uid = Some(format!("pvc-uid-{}", self.uid_seq));
+                        self.pvcs.push(c);
+                    }
+                }
+                Action::DeletePvc { name, .. } => {
+                    self.pvcs.retain(|p| p.metadata.name.as_deref() != Some(name))
+                }
+                Action::ReleasePvc {
+                    name, pod, pod_uid, ..
+                } => {
+                    let cs_uid = self.cs.metadata.uid.clone().unwrap_or_default();
+                    if let Some(c) = self
+                        .pvcs
+                        .iter_mut()
+                        .find(|p| p.metadata.name.as_deref() == Some(name))
+                    {
+                        let refs = c.metadata.owner_references.get_or_insert_with(Vec::new);
+                        refs.retain(|r| r.uid != cs_uid);
+                        refs.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                            api_version: "v1".into(),
+                            kind: "Pod".into(),
+                            name: pod.clone(),
+                            uid: pod_uid.clone(),
+                            controller: Some(true),
+                            block_owner_deletion: Some(true),
+                        });
+                    }
                 }
                 Action::SetInPlaceUpdateReady { pod, ready, .. } => {
                     let p = self.pod_mut(pod).unwrap();
@@ -293,6 +342,9 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             Action::DeleteRevision { name } => format!("DeleteRevision {name}"),
             Action::CreatePod { revision, .. } => format!("CreatePod {revision}"),
             Action::DeletePod { pod, .. } => format!("DeletePod {pod}"),
+            Action::CreatePvc { pvc } => format!("CreatePvc {}", pvc.metadata.name.clone().unwrap()),
+            Action::DeletePvc { name, .. } => format!("DeletePvc {name}"),
+            Action::ReleasePvc { name, pod, .. } => format!("ReleasePvc {name} {pod}"),
             Action::SetInPlaceUpdateReady { pod, ready, .. } => {
                 format!("SetInPlaceUpdateReady {pod} {ready}")
             }
