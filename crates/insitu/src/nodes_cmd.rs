@@ -66,6 +66,10 @@ pub struct NodesArgs {
     /// Also run the simulated scheduler (binds pods via `pods/binding`); disable when a kube-scheduler runs.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub scheduler: bool,
+    /// Also bind new PersistentVolumeClaims at once, like a dynamic provisioner (the simulated scheduler waits
+    /// for bound claims); disable on clusters with a real provisioner.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub volumes: bool,
     /// Also run the simulated garbage collector (CloneSet → Pods/ControllerRevisions cascade), for clusters
     /// without kube-controller-manager.
     #[arg(long)]
@@ -128,6 +132,7 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
             prefix = %config.node_prefix,
             scheduler = args.scheduler,
             gc = args.gc,
+            volumes = args.volumes,
             crash_images = ?args.crash_images,
             pull_fail_images = ?args.pull_fail_images,
             "starting simulated nodes"
@@ -139,6 +144,9 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
                 ..SchedulerConfig::default()
             };
             tasks.spawn(scheduler::run(client.clone(), clock.clone(), cfg));
+        }
+        if args.volumes {
+            tasks.spawn(insitu_sim::volumes::run(client.clone(), clock.clone()));
         }
         if args.gc {
             tasks.spawn(gc::run(client.clone(), clock.clone(), GcConfig::default()));

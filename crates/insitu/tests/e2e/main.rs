@@ -106,6 +106,7 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(rollback, 1, false, 300),
         scenario!(scale, 1, false, 240),
         scenario!(broken_image, 1, false, 300),
+        scenario!(pvc, 1, false, 300),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.

@@ -9,7 +9,7 @@ use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -372,6 +372,105 @@ pub async fn scale(env: &Env, ns: &str) -> anyhow::Result<()> {
         "scale-down created a pod".into()
     })?;
     cleanup(env, ns, name).await;
+    Ok(())
+}
+
+/// PVCs from volumeClaimTemplates: one per pod, named `<vct>-<cloneset>-<instance-id>` and owned by the
+/// CloneSet; kept (same UIDs) across an in-place update; the scaled-down pod's PVC is deleted with it (on a
+/// bare control plane the `kubernetes.io/pvc-protection` finalizer keeps it Terminating: no controller-manager).
+pub async fn pvc(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "pvc";
+    let mut manifest = fast_cloneset(name, 3, 1);
+    manifest["spec"]["volumeClaimTemplates"] = json!([{
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }]);
+    manifest["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "data", "mountPath": "/data"}]);
+    let cs = create_cloneset(env, ns, manifest).await?;
+    let cs_uid = cs.uid().unwrap_or_default();
+    let (_, before) = wait_rolled_out(env, ns, name, 3, IMAGE_V1, Duration::from_secs(90)).await?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), ns);
+    let claim_of = |p: &Pod| format!("data-{}", p.name_any());
+    let mut claim_uids = Vec::new();
+    for p in &before {
+        let want = claim_of(p);
+        let vol = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .and_then(|v| v.iter().find(|v| v.name == "data"))
+            .and_then(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.clone());
+        ensure(vol.as_deref() == Some(want.as_str()), || {
+            format!("pod {} mounts claim {vol:?}, want {want}", p.name_any())
+        })?;
+        let c = claims.get(&want).await.with_context(|| format!("PVC {want}"))?;
+        let owned = c
+            .owner_references()
+            .iter()
+            .any(|r| r.uid == cs_uid && r.kind == "CloneSet" && r.controller == Some(true));
+        ensure(owned, || format!("PVC {want} is not controlled by the CloneSet"))?;
+        let id = p.labels().get("apps.kruise.io/cloneset-instance-id").cloned();
+        ensure(
+            c.labels().get("apps.kruise.io/cloneset-instance-id") == id.as_ref(),
+            || format!("PVC {want} instance-id label differs from its pod's ({id:?})"),
+        )?;
+        claim_uids.push(c.uid().unwrap_or_default());
+    }
+
+    set_image(env, ns, name, IMAGE_V2).await?;
+    let (_, after) = wait_rolled_out(env, ns, name, 3, IMAGE_V2, Duration::from_secs(120)).await?;
+    let before_uids: BTreeSet<String> = before.iter().map(uid).collect();
+    ensure(after.iter().all(|p| before_uids.contains(&uid(p))), || {
+        "in-place update replaced a pod".into()
+    })?;
+    for (p, old_uid) in before.iter().zip(&claim_uids) {
+        let c = claims.get(&claim_of(p)).await?;
+        ensure(c.uid().as_deref() == Some(old_uid.as_str()), || {
+            format!("PVC {} was replaced during the in-place update", claim_of(p))
+        })?;
+    }
+
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 2}]),
+    )
+    .await?;
+    let (_, two) = wait_rolled_out(env, ns, name, 2, IMAGE_V2, Duration::from_secs(90)).await?;
+    let kept: BTreeSet<String> = two.iter().map(|p| p.name_any()).collect();
+    let victim = before
+        .iter()
+        .find(|p| !kept.contains(&p.name_any()))
+        .context("no pod was scaled down")?;
+    let victim_claim = claim_of(victim);
+    wait_until(
+        &format!("PVC {victim_claim} deleted with its pod"),
+        Duration::from_secs(30),
+        || {
+            let claims = claims.clone();
+            let victim_claim = victim_claim.clone();
+            async move {
+                Ok(match claims.get_opt(&victim_claim).await? {
+                    None => Ok(()),
+                    Some(c) if c.metadata.deletion_timestamp.is_some() => Ok(()),
+                    Some(_) => Err("still there, not terminating".to_string()),
+                })
+            }
+        },
+    )
+    .await?;
+    for p in &two {
+        let c = claims.get(&claim_of(p)).await?;
+        ensure(c.metadata.deletion_timestamp.is_none(), || {
+            format!("PVC {} of a kept pod is being deleted", claim_of(p))
+        })?;
+    }
+    cleanup(env, ns, name).await;
+    let lp = ListParams::default().labels(&format!("app={name}"));
+    let _ = claims.delete_collection(&Default::default(), &lp).await;
     Ok(())
 }
 
