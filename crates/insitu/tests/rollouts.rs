@@ -177,3 +177,50 @@ fn scale_up_mid_rollout_and_scale_down() {
         assert_eq!((st.replicas, st.ready_replicas, st.updated_replicas), (2, 2, 2));
     });
 }
+
+/// Controller writes to pods (`pods` + `pods/status`, any verb) so far, by `verb resource`.
+fn pod_writes(h: &Harness) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for verb in ["create", "update", "patch", "delete"] {
+        for resource in ["pods", "pods/status"] {
+            let labels = vec![("verb", verb.to_string()), ("resource", resource.to_string())];
+            let n = h.metrics.api_writes.get_or_create(&labels).get();
+            if n > 0 {
+                out.insert(format!("{verb} {resource}"), n);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn in_place_update_costs_at_most_three_pod_writes_per_pod() {
+    // The brief's budget: ≤ 3 API writes per in-place-updated pod (InPlaceUpdateReady=False, the spec
+    // update, then InPlaceUpdateReady=True together with the lifecycle label).
+    run(async {
+        let h = Harness::start(17).await;
+        let mut cs = cloneset("frugal", 6);
+        // No grace period: with one, Kruise writes the spec twice (grace annotation first, images after).
+        cs.spec.update_strategy.as_mut().unwrap().in_place_update_strategy = None;
+        h.create(&cs).await;
+        h.wait_ready("frugal", 6, None, 120).await;
+        h.sleep(30).await;
+        let before = pod_writes(&h);
+        let uids: Vec<String> = h.pods("frugal").await.iter().map(uid).collect();
+        h.set_image("frugal", "nginx:1.21.0").await;
+        h.wait_ready("frugal", 6, Some("nginx:1.21.0"), 900).await;
+        h.sleep(30).await;
+        assert!(
+            h.pods("frugal").await.iter().all(|p| uids.contains(&uid(p))),
+            "in place"
+        );
+        let after = pod_writes(&h);
+        let spent: std::collections::BTreeMap<&String, u64> = after
+            .iter()
+            .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0)))
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        let total: u64 = spent.values().sum();
+        assert!(total <= 3 * 6, "{total} pod writes for 6 pods: {spent:?}");
+    });
+}

@@ -30,7 +30,7 @@ pub fn seed_cloneset() -> CloneSet {
     serde_saphyr::from_str(insitu::demo::SEED_YAML).expect("seed yaml")
 }
 
-/// A CloneSet like the seed's but named `name`, with `replicas`, no grace period and fast probes.
+/// A CloneSet like the seed's (its 10 s grace period included) but named `name`, with `replicas`.
 pub fn cloneset(name: &str, replicas: i32) -> CloneSet {
     let mut cs = seed_cloneset();
     cs.metadata.name = Some(name.into());
