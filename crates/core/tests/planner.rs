@@ -181,13 +181,7 @@ fn pre_delete_hook_moves_to_preparing_delete() {
         Some(serde_json::from_value(json!({"preDelete": {"labelsHandler": {"hold": "true"}}})).unwrap());
     w.converge(10);
     let victim = w.names()[0].clone();
-    w.pod_mut(&victim)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("hold".into(), "true".into());
+    w.set_label(&victim, "hold", Some("true"));
     w.cs.spec.replicas = Some(1);
     let p = w.plan();
     assert_eq!(
@@ -212,13 +206,7 @@ fn pre_delete_hook_moves_to_preparing_delete() {
     w.cs.spec.replicas = Some(1);
     w.kubelet();
     w.converge(10);
-    w.pod_mut(&victim)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove("hold");
+    w.set_label(&victim, "hold", None);
     w.converge(10);
     assert_eq!(w.pods.len(), 1);
 }
@@ -230,26 +218,14 @@ fn in_place_update_hook_waits_in_preparing_update() {
         Some(serde_json::from_value(json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}})).unwrap());
     w.converge(10);
     let n = w.names()[0].clone();
-    w.pod_mut(&n)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("hold".into(), "true".into());
+    w.set_label(&n, "hold", Some("true"));
     set_image(&mut w, "nginx:2");
     let p = w.plan();
     w.apply(&p);
     assert_eq!(w.labels(&n)[keys::LIFECYCLE_STATE_LABEL], "PreparingUpdate");
     assert_eq!(w.image(&n), "nginx:1");
     assert_eq!(count(&verbs(&w.plan()), "StartInPlaceUpdate"), 0);
-    w.pod_mut(&n)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove("hold");
+    w.set_label(&n, "hold", None);
     assert_eq!(count(&verbs(&w.plan()), "StartInPlaceUpdate"), 1);
     w.converge(20);
     assert_eq!(w.image(&n), "nginx:2");
@@ -432,13 +408,7 @@ fn mark_pod_not_ready_holds_the_pod_out_of_service_while_hooked() {
         0
     );
 
-    w.pod_mut(&n)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("hold".into(), "true".into());
+    w.set_label(&n, "hold", Some("true"));
     set_image(&mut w, "nginx:2");
     let p = w.plan();
     let v = verbs(&p);
@@ -473,13 +443,7 @@ fn mark_pod_not_ready_holds_the_pod_out_of_service_while_hooked() {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     assert!(!ready, "the kubelet keeps the hooked pod NotReady");
 
-    w.pod_mut(&n)
-        .unwrap()
-        .metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove("hold");
+    w.set_label(&n, "hold", None);
     w.converge(20);
     assert_eq!(w.image(&n), "nginx:2");
     assert_eq!(w.labels(&n)[keys::LIFECYCLE_STATE_LABEL], "Updated");

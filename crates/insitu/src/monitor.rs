@@ -38,7 +38,8 @@ pub fn stage(pod: &Pod) -> &'static str {
     }
 }
 
-fn condition<'a>(pod: &'a Pod, ty: &str) -> Option<&'a str> {
+/// The status of condition `ty` of `pod`.
+pub fn condition<'a>(pod: &'a Pod, ty: &str) -> Option<&'a str> {
     pod.status
         .as_ref()?
         .conditions

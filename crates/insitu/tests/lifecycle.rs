@@ -3,19 +3,10 @@
 mod common;
 
 use common::*;
+use insitu::monitor::condition;
 use insitu_api::keys;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-
-fn condition<'a>(p: &'a k8s_openapi::api::core::v1::Pod, t: &str) -> Option<&'a str> {
-    p.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == t)
-        .map(|c| c.status.as_str())
-}
 
 fn lifecycle(p: &k8s_openapi::api::core::v1::Pod) -> &str {
     p.metadata

@@ -95,6 +95,20 @@ impl World {
             .find(|p| p.metadata.name.as_deref() == Some(name))
     }
 
+    /// Sets (`Some`) or removes (`None`) a label of pod `name`, as a hook owner would.
+    pub fn set_label(&mut self, name: &str, key: &str, value: Option<&str>) {
+        let labels = self
+            .pod_mut(name)
+            .unwrap()
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default);
+        match value {
+            Some(v) => labels.insert(key.into(), v.into()),
+            None => labels.remove(key),
+        };
+    }
+
     pub fn pod(&self, name: &str) -> &Pod {
         self.pods
             .iter()
