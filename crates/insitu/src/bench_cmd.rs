@@ -668,6 +668,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let mut snap = insitu_core::Snapshot {
         cloneset: Arc::new(cs_now.clone()),
         pods: snap_pods,
+        summaries: None,
         revisions: revisions.into_iter().map(Arc::new).collect(),
         pvcs: vec![],
         now: clock.now(),
