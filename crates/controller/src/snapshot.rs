@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use insitu_api::CloneSet;
 use insitu_core::snapshot::NodeLabels;
-use insitu_core::summary::selector_fingerprint;
+use insitu_core::summary::Summariser;
 use insitu_core::{PodSummary, Snapshot};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
@@ -72,8 +72,8 @@ impl SummaryCache {
         owned: impl Fn(&Pod) -> bool,
     ) -> (Arc<Vec<PodSummary>>, Refreshed) {
         let uid = cs.uid().unwrap_or_default();
-        let selector = &cs.spec.selector;
-        let fingerprint = selector_fingerprint(selector);
+        let summariser = Summariser::new(&cs.spec.selector);
+        let fingerprint = summariser.fingerprint();
         // Taken out while it is worked on, so other CloneSets' snapshots do not wait (kube-runtime never
         // reconciles one object twice at once; if it did, the second would only summarise everything).
         let taken = self.lock().remove(&uid).filter(|o| o.selector == fingerprint);
@@ -91,7 +91,7 @@ impl SummaryCache {
             {
                 kept[i] = true;
             } else if owned(p) {
-                fresh.push(PodSummary::with_selector(p.clone(), selector));
+                fresh.push(summariser.summarise(p.clone()));
             }
         }
         let stats = Refreshed {
@@ -220,6 +220,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[Arc<Pod>]) -> NodeLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use insitu_core::summary::selector_fingerprint;
     use serde_json::json;
 
     fn cloneset() -> CloneSet {

@@ -198,6 +198,30 @@ pub fn selector_fingerprint(sel: &LabelSelector) -> u64 {
     h
 }
 
+/// `PodSummary::with_selector` for many pods: the selector is prepared (and fingerprinted) once.
+pub struct Summariser<'a> {
+    selector: Selector<'a>,
+    fingerprint: u64,
+}
+
+impl<'a> Summariser<'a> {
+    pub fn new(selector: &'a LabelSelector) -> Self {
+        Summariser {
+            selector: Selector::new(selector),
+            fingerprint: selector_fingerprint(selector),
+        }
+    }
+
+    /// `selector_fingerprint` of the selector.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    pub fn summarise(&self, pod: Arc<Pod>) -> PodSummary {
+        PodSummary::build(pod, Some((&self.selector, self.fingerprint)))
+    }
+}
+
 /// The value of annotation `key`, else of `old`, when not empty (Kruise reads the new key first).
 fn annotation_or_old<'p>(pod: &'p Pod, key: &str, old: &str) -> Option<&'p str> {
     pods::annotation(pod, key)
@@ -213,9 +237,9 @@ impl PodSummary {
 
     /// The summary of `pod`, also recording whether `selector` selects it (what a controller that knows
     /// the owning CloneSet builds: its selector cannot change, so the answer holds for the pod version).
+    /// For many pods, `Summariser` prepares the selector once.
     pub fn with_selector(pod: Arc<Pod>, selector: &LabelSelector) -> Self {
-        let compiled = Selector::new(selector);
-        Self::build(pod, Some((&compiled, selector_fingerprint(selector))))
+        Summariser::new(selector).summarise(pod)
     }
 
     /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the

@@ -667,9 +667,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         })
         .collect();
     // With the pods' summaries, as the controller plans (it refreshes them in its snapshot step, below).
+    let summariser = insitu_core::summary::Summariser::new(&cs_now.spec.selector);
     let summaries: Vec<insitu_core::PodSummary> = snap_pods
         .iter()
-        .map(|p| insitu_core::PodSummary::with_selector(p.clone(), &cs_now.spec.selector))
+        .map(|p| summariser.summarise(p.clone()))
         .collect();
     let mut snap = insitu_core::Snapshot {
         cloneset: Arc::new(cs_now.clone()),
