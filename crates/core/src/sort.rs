@@ -94,7 +94,7 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: f64, rb: f64, use_available: bool) 
         })
         .then_with(|| b.restarts().cmp(&a.restarts()))
         .then_with(|| after_or_zero(a.created(), b.created()))
-        .then_with(|| a.name().cmp(b.name()))
+        .then_with(|| a.name_cmp(b))
 }
 
 /// Node name → node labels: what the scale-down ranker needs to know about nodes (topology spread).
