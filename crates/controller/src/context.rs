@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::Store;
 
 use crate::expectations::Expectations;
+use crate::snapshot::SummaryCache;
 use crate::{Clock, Metrics};
 
 /// Controller settings.
@@ -48,6 +49,8 @@ pub struct Context {
     pub nodes: Store<k8s_openapi::api::core::v1::Node>,
     /// PersistentVolumeClaims (those from volumeClaimTemplates carry an ownerReference to their CloneSet).
     pub pvcs: Store<PersistentVolumeClaim>,
+    /// Pod summaries per CloneSet, refreshed by each snapshot for the pods that changed.
+    pub summaries: SummaryCache,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,

@@ -92,6 +92,7 @@ pub async fn run(
         revisions: rev_store,
         nodes: node_store,
         pvcs: pvc_store,
+        summaries: Default::default(),
         clock,
         expectations: Expectations::default(),
         metrics,

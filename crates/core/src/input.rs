@@ -188,6 +188,7 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
         snapshot: Snapshot {
             cloneset: Arc::new(cs),
             pods,
+            summaries: None,
             revisions,
             pvcs,
             now,

@@ -18,8 +18,10 @@ mod selector;
 pub mod snapshot;
 pub mod sort;
 pub mod status;
+pub mod summary;
 
 pub use gates::FeatureGates;
 pub use plan::{Action, Budget, Plan, PodMutation, UpdateReason};
 pub use planner::plan;
 pub use snapshot::Snapshot;
+pub use summary::PodSummary;

@@ -1,6 +1,7 @@
 //! `plan()`: one Kruise reconcile (research §3.2) as a pure function: revisions → scale or update → status.
 
 use std::cell::OnceCell;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +17,11 @@ use crate::inplace::{self, Grace, StartTemplate};
 use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
 use crate::readiness;
-use crate::revision::{self, equal_to_revision, short_hash};
+use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::sort;
 use crate::status::{self, StatusInput};
+use crate::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
@@ -79,8 +81,8 @@ fn lifecycle_patch(f: &PodFacts, state: &str, now_rfc3339: &str) -> Action {
         Some(now_rfc3339.to_string()),
     );
     Action::PatchPodMetadata {
-        pod: f.name.to_string(),
-        uid: f.uid.to_string(),
+        pod: f.name().to_string(),
+        uid: f.uid().to_string(),
         labels,
         annotations,
         reason: UpdateReason::Lifecycle,
@@ -106,7 +108,7 @@ impl<'a> Planner<'a> {
 
     /// Kruise markPodNotReady on a move to a Preparing state: KruisePodReady False first, then the label.
     fn mark_not_ready(&mut self, f: &PodFacts, to: Lc) {
-        if let Some(a) = readiness::reconcile(self.cs, f.pod, f.name, f.uid, to) {
+        if let Some(a) = readiness::reconcile(self.cs, f.pod(), f.name(), f.uid(), to) {
             self.plan.actions.push(a);
         }
     }
@@ -245,30 +247,56 @@ impl<'a> Planner<'a> {
             .as_ref()
             .map(|s| s.pods_to_delete.iter().map(String::as_str).collect())
             .unwrap_or_default();
-        // One pass per pod: facts and the selector check together (see PodFacts::classify).
         let selector = Selector::new(&spec.selector);
+        let fingerprint = summary::selector_fingerprint(&spec.selector);
+        // The caller's summaries when they are those of `pods` (see `Snapshot::summaries`), else made here
+        // (one pass per pod: summary and selector check together, see PodSummary::build).
+        let made: Vec<PodSummary>;
+        let summaries: &[PodSummary] = match self.s.summaries.as_deref() {
+            Some(v)
+                if v.len() == self.s.pods.len()
+                    && v.iter()
+                        .zip(&self.s.pods)
+                        .all(|(s, p)| Arc::ptr_eq(s.pod_arc(), p)) =>
+            {
+                v
+            }
+            _ => {
+                made = self
+                    .s
+                    .pods
+                    .iter()
+                    .map(|p| PodSummary::build(p.clone(), Some((&selector, fingerprint))))
+                    .collect();
+                &made
+            }
+        };
         let ctx = FactsContext {
             now,
             min_ready_seconds: spec.min_ready_seconds(),
             pods_to_delete: &pods_to_delete,
-            update_revision: &update_name,
-            update_short_hash: short_hash(&update_name),
-            selector: Some(&selector),
+            update: RevisionKey::new(&update_name),
         };
-        let mut facts: Vec<PodFacts> = Vec::with_capacity(self.s.pods.len());
+        let mut facts: Vec<PodFacts> = Vec::with_capacity(summaries.len());
         let (mut released, mut sorted) = (0usize, true);
-        for p in &self.s.pods {
-            let classified = PodFacts::classify(p, &ctx);
-            if !classified.0.active {
+        for sm in summaries {
+            if !sm.active {
                 continue;
             }
-            if !classified.1 {
+            // Kruise claimPods. A summary made for another selector (or none) cannot say: read the labels.
+            let selected = sm
+                .selected_by(fingerprint)
+                .unwrap_or_else(|| selector.matches(sm.pod().metadata.labels.as_ref()));
+            if !selected {
                 released += 1;
                 continue;
             }
+            let f = PodFacts::with_context(sm, &ctx);
             // Order checked here, while this pod is being read, not in a second walk over every name.
-            sorted &= facts.last().is_none_or(|last| last.name <= classified.0.name);
-            facts.push(classified.0);
+            sorted &= facts
+                .last()
+                .is_none_or(|last| last.name_cmp(&f) != Ordering::Greater);
+            facts.push(f);
         }
         if released > 0 {
             self.why(format!(
@@ -277,7 +305,7 @@ impl<'a> Planner<'a> {
         }
         // Deterministic whatever order the cache lists pods in.
         if !sorted {
-            facts.sort_unstable_by(|a, b| a.name.cmp(b.name));
+            facts.sort_unstable_by(|a, b| a.name_cmp(b));
         }
 
         let strategy = spec.update_strategy.clone().unwrap_or_default();
@@ -329,7 +357,7 @@ impl<'a> Planner<'a> {
         let remove: Vec<String> = if pods_to_delete.is_empty() {
             Vec::new()
         } else {
-            let names: HashSet<&str> = facts.iter().map(|f| f.name).collect();
+            let names: HashSet<&str> = facts.iter().map(|f| f.name()).collect();
             pods_to_delete
                 .iter()
                 .filter(|n| !names.contains(**n))
@@ -401,11 +429,11 @@ impl<'a> Planner<'a> {
             .and_then(|l| l.pre_delete.as_ref());
         let mut modified = false;
         for f in victims {
-            if is_hooked(hook, f.pod) {
+            if is_hooked(hook, f.pod()) {
                 if f.lc != Lc::PreparingDelete {
                     self.why(format!(
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
-                        f.name
+                        f.name()
                     ));
                     self.mark_not_ready(f, Lc::PreparingDelete);
                     let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_DELETE);
@@ -414,15 +442,15 @@ impl<'a> Planner<'a> {
                 }
                 continue;
             }
-            self.why(format!("delete pod {} ({why})", f.name));
+            self.why(format!("delete pod {} ({why})", f.name()));
             self.plan.actions.push(Action::DeletePod {
-                pod: f.name.to_string(),
-                uid: f.uid.to_string(),
+                pod: f.name().to_string(),
+                uid: f.uid().to_string(),
                 reason: why.to_string(),
             });
             modified = true;
             // Kruise deletePods: the pod's PVCs (same instance-id) go with it.
-            let id = pods::instance_id(&f.pod.metadata);
+            let id = pods::instance_id(&f.pod().metadata);
             if id.is_empty() {
                 continue;
             }
@@ -433,11 +461,11 @@ impl<'a> Planner<'a> {
                 let name = pvc.metadata.name.clone().unwrap_or_default();
                 self.plan
                     .explanation
-                    .push(format!("delete PVC {name} with pod {}", f.name));
+                    .push(format!("delete PVC {name} with pod {}", f.name()));
                 self.plan.actions.push(Action::DeletePvc {
                     name,
                     uid: pvc.metadata.uid.clone().unwrap_or_default(),
-                    pod: Some(f.name.to_string()),
+                    pod: Some(f.name().to_string()),
                     reason: why.to_string(),
                 });
             }
@@ -489,7 +517,7 @@ impl<'a> Planner<'a> {
                 }
                 self.why(format!(
                     "pod {}: deletion cancelled, replicas need it → PreparingNormal",
-                    f.name
+                    f.name()
                 ));
                 let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_NORMAL);
                 self.plan.actions.push(patch);
@@ -548,8 +576,10 @@ impl<'a> Planner<'a> {
                 self.s.pods.len()
             );
             // Kruise getOrGenAvailableIDs: ids of PVCs no active pod uses come back first.
-            let active_ids: HashSet<&str> =
-                facts.iter().map(|f| pods::instance_id(&f.pod.metadata)).collect();
+            let active_ids: HashSet<&str> = facts
+                .iter()
+                .map(|f| pods::instance_id(&f.pod().metadata))
+                .collect();
             let pvc_ids: BTreeSet<&str> = self
                 .pvcs
                 .iter()
@@ -747,7 +777,7 @@ impl<'a> Planner<'a> {
 
     /// Kruise `refreshPodState` (in-place Refresh, lifecycle transitions, hash backfill) for one pod.
     /// Hot path: allocates and parses the state annotation only when something can change.
-    fn refresh(&mut self, f: &PodFacts, update_name: &str) -> bool {
+    fn refresh(&mut self, f: &PodFacts) -> bool {
         let now = self.s.now;
         let before = self.plan.actions.len();
         let ipu_true = f.ipu_true();
@@ -755,45 +785,46 @@ impl<'a> Planner<'a> {
         let mut containers_done = true;
         // Parsed once, shared by the next-batch step and the Updating → Normal check.
         let mut completed: Option<Result<(), String>> = None;
-        if let Some(g) = f.grace {
+        if let Some(g) = f.grace() {
             containers_done = false;
-            match inplace::finish_grace(f.pod, f.revision, g, f.state, now) {
+            match inplace::finish_grace(f.pod(), f.revision(), g, f.state(), now) {
                 Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
                     self.why(format!(
                         "pod {}: grace period over → patch images {:?}",
-                        f.name, m.container_images
+                        f.name(),
+                        m.container_images
                     ));
                     self.push_update(f, m, UpdateReason::FinishGracePeriod);
                 }
                 Grace::Abandon(m) => {
                     self.why(format!(
                         "pod {}: template changed during the grace period → drop it",
-                        f.name
+                        f.name()
                     ));
                     self.push_update(f, m, UpdateReason::AbandonGracePeriod);
                 }
-                Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name)),
+                Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name())),
             }
-        } else if let Some(state) = f.state {
+        } else if f.has_state {
             // Pending batches only exist while InPlaceUpdateReady is not True (Kruise sets it True once
-            // every batch is done), so a ready pod outside `Updating` needs no parse.
+            // every batch is done), so a ready pod outside `Updating` needs no parse (nor a look at the pod).
             let may_change = f.lc == Lc::Updating || !ipu_true;
-            if may_change {
+            if let Some(state) = may_change.then(|| f.state()).flatten() {
                 match inplace::parse_state(state) {
                     Ok(st) => {
-                        let done = inplace::containers_completed(f.pod, &st);
+                        let done = inplace::containers_completed(f.pod(), &st);
                         if done.is_ok() && !st.next_container_images.is_empty() {
                             containers_done = false;
-                            match inplace::next_batch(f.pod, st, now) {
+                            match inplace::next_batch(f.pod(), st, now) {
                                 Ok(m) => {
                                     self.why(format!(
                                         "pod {}: previous batch done → next container batch",
-                                        f.name
+                                        f.name()
                                     ));
                                     self.push_update(f, m, UpdateReason::NextBatch);
                                 }
-                                Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name)),
+                                Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name())),
                             }
                             completed = Some(Err(
                                 "existing containers to in-place update in next batches".into()
@@ -812,8 +843,8 @@ impl<'a> Planner<'a> {
         }
         if containers_done && !ipu_true && f.has_gate() {
             self.plan.actions.push(Action::SetInPlaceUpdateReady {
-                pod: f.name.to_string(),
-                uid: f.uid.to_string(),
+                pod: f.name().to_string(),
+                uid: f.uid().to_string(),
                 ready: true,
             });
         }
@@ -822,7 +853,7 @@ impl<'a> Planner<'a> {
         let lc = self.cs.spec.lifecycle.as_ref();
         let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
         let updated_or_normal = || {
-            if lc.is_some() && !is_all_hooked(ipu_hook, f.pod) {
+            if lc.is_some() && !is_all_hooked(ipu_hook, f.pod()) {
                 keys::lifecycle::UPDATED
             } else {
                 keys::lifecycle::NORMAL
@@ -832,49 +863,51 @@ impl<'a> Planner<'a> {
             Lc::PreparingNormal => {
                 // Kruise v1.9 (#1485): without a preNormal hook, wait until the pod is scheduled.
                 let ok = match lc.and_then(|l| l.pre_normal.as_ref()) {
-                    Some(h) => is_all_hooked(Some(h), f.pod),
+                    Some(h) => is_all_hooked(Some(h), f.pod()),
                     None => f.node_assigned,
                 };
                 ok.then_some(keys::lifecycle::NORMAL)
             }
-            Lc::PreparingUpdate => equal_to_revision(f.revision, update_name).then(updated_or_normal),
+            // Kruise EqualToRevisionHash(pod, updateRevision), which is what `updated` is.
+            Lc::PreparingUpdate => f.updated.then(updated_or_normal),
             Lc::Updating => {
                 // Kruise DefaultCheckInPlaceUpdateCompleted: no grace, no pending batch, containers done.
-                let ok = f.grace.is_none() && completed.as_ref().is_none_or(Result::is_ok);
+                let ok = f.grace().is_none() && completed.as_ref().is_none_or(Result::is_ok);
                 ok.then(updated_or_normal)
             }
             Lc::Updated => {
-                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.pod)).then_some(keys::lifecycle::NORMAL)
+                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.pod())).then_some(keys::lifecycle::NORMAL)
             }
             _ => None,
         };
         // Lifecycle markPodNotReady: KruisePodReady follows the state the pod is in or moves to.
-        if f.has_kruise_ready || self.mark_not_ready {
+        // (`readiness::reconcile` does nothing for a pod without the KruisePodReady gate.)
+        if (f.has_kruise_ready || self.mark_not_ready) && f.has_kruise_gate {
             let target = next_state.map_or(f.lc, Lc::parse);
-            if let Some(a) = readiness::reconcile(self.cs, f.pod, f.name, f.uid, target) {
+            if let Some(a) = readiness::reconcile(self.cs, f.pod(), f.name(), f.uid(), target) {
                 self.why(format!(
                     "pod {}: KruisePodReady follows lifecycle {target:?}",
-                    f.name
+                    f.name()
                 ));
                 self.plan.actions.push(a);
             }
         }
         if let Some(st) = next_state {
-            self.why(format!("pod {}: lifecycle {} → {st}", f.name, f.lifecycle));
+            self.why(format!("pod {}: lifecycle {} → {st}", f.name(), f.lifecycle()));
             let patch = self.lifecycle_patch(f, st);
             self.plan.actions.push(patch);
         }
 
         // Kruise fixPodTemplateHashLabel.
-        if !f.revision.is_empty() && !f.has_template_hash {
+        if f.has_revision && !f.has_template_hash {
             let mut labels = BTreeMap::new();
             labels.insert(
                 keys::POD_TEMPLATE_HASH_LABEL.to_string(),
-                Some(short_hash(f.revision).to_string()),
+                Some(short_hash(f.revision()).to_string()),
             );
             self.plan.actions.push(Action::PatchPodMetadata {
-                pod: f.name.to_string(),
-                uid: f.uid.to_string(),
+                pod: f.name().to_string(),
+                uid: f.uid().to_string(),
                 labels,
                 annotations: BTreeMap::new(),
                 reason: UpdateReason::BackfillHash,
@@ -885,8 +918,8 @@ impl<'a> Planner<'a> {
 
     fn push_update(&mut self, f: &PodFacts, mutation: PodMutation, reason: UpdateReason) {
         self.plan.actions.push(Action::UpdatePod {
-            pod: f.name.to_string(),
-            uid: f.uid.to_string(),
+            pod: f.name().to_string(),
+            uid: f.uid().to_string(),
             mutation,
             reason,
         });
@@ -905,7 +938,7 @@ impl<'a> Planner<'a> {
         let current_name = current.metadata.name.clone().unwrap_or_default();
         let mut refreshed = 0usize;
         for f in facts {
-            if self.refresh(f, &update_name) {
+            if self.refresh(f) {
                 refreshed += 1;
             }
         }
@@ -942,17 +975,18 @@ impl<'a> Planner<'a> {
             let can = match f.lc {
                 Lc::PreparingDelete => false,
                 Lc::Updated => true,
-                _ => f.grace.is_none(),
+                _ => !f.has_grace,
             };
             if can {
                 cand.push(i);
             }
         }
+        let target_key = RevisionKey::new(target_name);
         let at_target = |f: &PodFacts| {
             if forward {
                 f.updated
             } else {
-                equal_to_revision(f.revision, target_name)
+                f.at_revision(&target_key)
             }
         };
         // Kruise limitUpdateIndexes looks at no more than `bound` candidates, so only those are ordered:
@@ -1036,10 +1070,10 @@ impl<'a> Planner<'a> {
     fn update_pod<'c>(&mut self, f: &PodFacts<'c>, ctx: &mut UpdateCtx<'c>) -> Result<(), String> {
         let now = self.s.now;
         if ctx.stype != CloneSetUpdateStrategyType::ReCreate {
-            let old = if f.revision.is_empty() {
+            let old = if f.revision().is_empty() {
                 None
             } else {
-                ctx.rev_by_hash.get(short_hash(f.revision))
+                ctx.rev_by_hash.get(short_hash(f.revision()))
             };
             let key = old.map_or("", |o| short_hash(o.metadata.name.as_deref().unwrap_or_default()));
             let cached = match ctx.cache.iter().position(|(k, _)| *k == key) {
@@ -1050,12 +1084,12 @@ impl<'a> Planner<'a> {
                             Some(o) => inplace::calculate(o, t),
                             None => Err("old revision has no template".into()),
                         },
-                        (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision)),
+                        (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision())),
                         (_, None) => Err("target revision has no template".into()),
                     };
                     let t = t.map(|spec| {
                         let tpl = StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now);
-                        let shared = tpl.same_for_every_pod().then(|| tpl.mutation(f.pod));
+                        let shared = tpl.same_for_every_pod().then(|| tpl.mutation(f.pod()));
                         Start { tpl, shared }
                     });
                     ctx.cache.push((key, t));
@@ -1068,10 +1102,10 @@ impl<'a> Planner<'a> {
                     let hook = lc.and_then(|l| l.in_place_update.as_ref());
                     match f.lc {
                         Lc::None | Lc::PreparingNormal | Lc::Normal => {
-                            if is_hooked(hook, f.pod) {
+                            if is_hooked(hook, f.pod()) {
                                 self.why(format!(
                                     "pod {}: inPlaceUpdate hook present → PreparingUpdate",
-                                    f.name
+                                    f.name()
                                 ));
                                 self.mark_not_ready(f, Lc::PreparingUpdate);
                                 let patch = self.lifecycle_patch(f, keys::lifecycle::PREPARING_UPDATE);
@@ -1089,65 +1123,65 @@ impl<'a> Planner<'a> {
                             }
                             self.why(format!(
                                 "pod {}: Updated → PreparingUpdate (hook re-applied)",
-                                f.name
+                                f.name()
                             ));
                             self.mark_not_ready(f, Lc::PreparingUpdate);
                             self.plan.actions.push(a);
                             return Ok(());
                         }
                         Lc::PreparingUpdate => {
-                            if is_hooked(hook, f.pod) {
+                            if is_hooked(hook, f.pod()) {
                                 self.why(format!(
                                     "pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook",
-                                    f.name
+                                    f.name()
                                 ));
                                 return Ok(());
                             }
                         }
                         Lc::Updating => {}
                         Lc::PreparingDelete | Lc::Other => {
-                            let (n, st) = (f.name, f.lifecycle);
+                            let (n, st) = (f.name(), f.lifecycle());
                             return Err(format!("not allowed to in-place update pod {n} in state {st}"));
                         }
                     }
                     let m = match &start.shared {
                         Some(m) => m.clone(),
-                        None => start.tpl.mutation(f.pod),
+                        None => start.tpl.mutation(f.pod()),
                     };
                     if f.has_gate() {
                         self.plan.actions.push(Action::SetInPlaceUpdateReady {
-                            pod: f.name.to_string(),
-                            uid: f.uid.to_string(),
+                            pod: f.name().to_string(),
+                            uid: f.uid().to_string(),
                             ready: false,
                         });
                     }
                     self.push_update(f, m, UpdateReason::StartInPlaceUpdate);
-                    ctx.in_place.push(f.name);
+                    ctx.in_place.push(f.name());
                     return Ok(());
                 }
                 Err(why) => {
                     if ctx.stype == CloneSetUpdateStrategyType::InPlaceOnly {
                         return Err(format!(
                             "find Pod {} update strategy is InPlaceOnly but can not update in-place ({why})",
-                            f.name
+                            f.name()
                         ));
                     }
                     self.why(format!(
                         "pod {}: cannot update in place ({why}) → recreate",
-                        f.name
+                        f.name()
                     ));
                 }
             }
         }
-        if pods::label(f.pod, keys::SPECIFIED_DELETE_LABEL) == Some("true") {
+        if pods::label(f.pod(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
-        ctx.recreate.push(f.name);
+        ctx.recreate.push(f.name());
         let mut labels = BTreeMap::new();
         labels.insert(keys::SPECIFIED_DELETE_LABEL.to_string(), Some("true".to_string()));
         self.plan.actions.push(Action::PatchPodMetadata {
-            pod: f.name.to_string(),
-            uid: f.uid.to_string(),
+            pod: f.name().to_string(),
+            uid: f.uid().to_string(),
             labels,
             annotations: BTreeMap::new(),
             reason: UpdateReason::Recreate,

@@ -1,7 +1,7 @@
-//! Per-pod facts computed once per plan (readiness, availability, lifecycle, revision) and pod construction.
+//! Per-plan pod facts (availability, deletion, revision) from pod summaries, and pod construction.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
+use std::ops::Deref;
 
 use insitu_api::{CloneSet, keys};
 use k8s_openapi::api::core::v1::{
@@ -12,32 +12,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::revision::{self, ALPHANUMS};
-use crate::selector::Selector;
+use crate::summary::{PodSummary, RevisionKey};
 
-/// Everything the planner asks about one pod, computed once (no per-comparison recomputation in sorts).
+/// Everything the planner asks about one pod in one plan: the pod's summary (reachable through `Deref`)
+/// and what depends on the plan (now, minReadySeconds, podsToDelete, the update revision). Computed once
+/// per pod per plan, reading only the summary (no per-comparison recomputation in sorts).
 #[derive(Debug, Clone)]
 pub struct PodFacts<'a> {
-    pub pod: &'a Pod,
-    pub name: &'a str,
-    pub uid: &'a str,
-    /// `controller-revision-hash` label (may be empty).
-    pub revision: &'a str,
-    /// Lifecycle label (`""` when absent).
-    pub lifecycle: &'a str,
-    pub lc: Lc,
-    /// Not Succeeded/Failed and no deletionTimestamp (k8s `IsPodActive`).
-    pub active: bool,
-    pub running: bool,
-    /// The `Ready` condition is True (k8s `podutil.IsPodReady`).
-    pub ready: bool,
-    /// lastTransitionTime of `Ready` when True.
-    pub ready_since: Option<Timestamp>,
-    /// The `InPlaceUpdateReady` condition: `None` absent, `Some(true)` True, `Some(false)` otherwise.
-    pub ipu: Option<bool>,
-    /// The `KruisePodReady` condition is present (lifecycle `markPodNotReady` bookkeeping).
-    pub has_kruise_ready: bool,
-    /// Kruise `IsPodUpdateReady(pod, 0)`: Running ∧ Ready ∧ InPlaceUpdateReady (if present) True.
-    pub update_ready: bool,
+    pub summary: &'a PodSummary,
     /// Kruise `IsPodAvailable`: lifecycle ""/Normal ∧ `IsPodUpdateReady(pod, minReadySeconds)`.
     pub available: bool,
     /// Kruise scale `isPodReady` = `IsPodAvailable(pod, 0)`: lifecycle ""/Normal ∧ `IsPodUpdateReady(pod, 0)`.
@@ -46,19 +28,16 @@ pub struct PodFacts<'a> {
     pub available_in: Option<SignedDuration>,
     /// `apps.kruise.io/specified-delete` label or listed in `podsToDelete`.
     pub specified_delete: bool,
-    pub grace: Option<&'a str>,
-    pub state: Option<&'a str>,
-    /// Has the `pod-template-hash` label.
-    pub has_template_hash: bool,
-    pub node_assigned: bool,
-    /// `spec.nodeName` (`""` when unscheduled).
-    pub node: &'a str,
-    /// k8s `podPhaseToOrdinal`: Pending 0, Unknown 1, Running 2 (others 0).
-    pub phase_ord: u8,
-    pub created: Option<Timestamp>,
-    pub deletion_cost: i32,
-    /// At the update revision (plain hash comparison).
+    /// At the update revision (Kruise `EqualToRevisionHash`).
     pub updated: bool,
+}
+
+impl Deref for PodFacts<'_> {
+    type Target = PodSummary;
+
+    fn deref(&self) -> &PodSummary {
+        self.summary
+    }
 }
 
 /// The `InPlaceUpdateReady` (or any) condition of a pod.
@@ -121,17 +100,14 @@ pub(crate) struct FactsContext<'c> {
     pub(crate) now: Timestamp,
     pub(crate) min_ready_seconds: i32,
     pub(crate) pods_to_delete: &'c HashSet<&'c str>,
-    pub(crate) update_revision: &'c str,
-    /// `short_hash(update_revision)`, for `equal_to_revision` without re-deriving it per pod.
-    pub(crate) update_short_hash: &'c str,
-    /// The owner's selector, checked in the same pass over the labels; `None` selects every pod.
-    pub(crate) selector: Option<&'c Selector<'c>>,
+    /// The update revision, its short hash taken once per plan.
+    pub(crate) update: RevisionKey<'c>,
 }
 
 impl<'a> PodFacts<'a> {
-    /// The facts of one pod (see `classify`, which the planner calls with its selector).
+    /// The facts of one pod for a plan at `now` towards `update_revision`.
     pub fn new(
-        pod: &'a Pod,
+        summary: &'a PodSummary,
         now: Timestamp,
         min_ready_seconds: i32,
         pods_to_delete: &HashSet<&str>,
@@ -141,108 +117,20 @@ impl<'a> PodFacts<'a> {
             now,
             min_ready_seconds,
             pods_to_delete,
-            update_revision,
-            update_short_hash: revision::short_hash(update_revision),
-            selector: None,
+            update: RevisionKey::new(update_revision),
         };
-        Self::classify(pod, &ctx).0
+        Self::with_context(summary, &ctx)
     }
 
-    /// The facts, and whether `ctx.selector` selects the pod. One pass over labels, annotations and
-    /// conditions each: this runs for every pod on every plan, so it borrows (`&str`, no allocation),
-    /// reads only the keys it knows (a `str` match compares lengths first, so unrelated keys are skipped
-    /// without touching their bytes) and parses nothing (annotations are parsed later, only for pods
-    /// with an update in flight).
-    pub(crate) fn classify(pod: &'a Pod, ctx: &FactsContext) -> (Self, bool) {
-        let meta = &pod.metadata;
-        let status = pod.status.as_ref();
-        // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
-        let (terminated, running, phase_ord) = match status.and_then(|s| s.phase.as_deref()) {
-            Some("Succeeded" | "Failed") => (true, false, 0),
-            Some("Running") => (false, true, 2),
-            Some("Unknown") => (false, false, 1),
-            _ => (false, false, 0),
-        };
-        let active = !terminated && meta.deletion_timestamp.is_none();
-
-        // `if let` + plain loops rather than `iter().flatten()` over the `Option`s: the flatten adapter
-        // costs more per element than the match itself.
-        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
-            ("", "", false, false);
-        // matchLabels pairs met; keys are distinct on both sides, so all met ⇔ count == len. Both are
-        // sorted by key, so they are walked together (a merge): once the selector's keys are behind us,
-        // the remaining labels cost nothing.
-        let selector_labels = ctx.selector.map_or(&[][..], Selector::match_labels);
-        let mut selector_next = selector_labels.iter().peekable();
-        let mut selector_met = 0;
-        if let Some(labels) = &meta.labels {
-            for (k, v) in labels {
-                match k.as_str() {
-                    keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
-                    keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
-                    keys::SPECIFIED_DELETE_LABEL => specified_label = true,
-                    keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
-                    _ => {}
-                }
-                while let Some(&&(sk, sv)) = selector_next.peek() {
-                    match sk.cmp(k.as_str()) {
-                        // A selector key this pod does not have: the pod is not selected.
-                        Ordering::Less => {
-                            selector_next.next();
-                        }
-                        Ordering::Equal => {
-                            selector_met += usize::from(sv == v.as_str());
-                            selector_next.next();
-                            break;
-                        }
-                        Ordering::Greater => break,
-                    }
-                }
-            }
-        }
-        let selected = ctx.selector.is_none_or(|sel| {
-            selector_met == selector_labels.len() && sel.matches_expressions(meta.labels.as_ref())
-        });
-        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
-            (None, None, None, None, 0);
-        if let Some(annotations) = &meta.annotations {
-            for (k, v) in annotations {
-                match k.as_str() {
-                    keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
-                    keys::POD_DELETION_COST_ANNOTATION => deletion_cost = self::deletion_cost(v),
-                    _ => {}
-                }
-            }
-        }
-        let (mut ready, mut ready_since, mut ipu, mut has_kruise_ready) = (false, None, None, false);
-        if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
-            for c in conditions {
-                match c.type_.as_str() {
-                    "Ready" => {
-                        ready = c.status == "True";
-                        ready_since = if ready {
-                            c.last_transition_time.as_ref().map(|t| t.0)
-                        } else {
-                            None
-                        };
-                    }
-                    keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
-                    keys::KRUISE_POD_READY => has_kruise_ready = true,
-                    _ => {}
-                }
-            }
-        }
-        let update_ready = running && ready && ipu.unwrap_or(true);
-        let lc = Lc::parse(lifecycle);
+    /// The facts, from the summary's inline fields only (the pod is read only to look a name up in a
+    /// non-empty `podsToDelete`, and only when the name is too long to be held inline).
+    pub(crate) fn with_context(s: &'a PodSummary, ctx: &FactsContext) -> Self {
         // k8s podutil.IsPodAvailable: minReadySeconds == 0, or lastTransitionTime + mrs strictly before now.
         let (now, min_ready_seconds) = (ctx.now, ctx.min_ready_seconds);
-        let (min_ready_ok, available_in) = if min_ready_seconds <= 0 || !update_ready {
+        let (min_ready_ok, available_in) = if min_ready_seconds <= 0 || !s.update_ready {
             (true, None)
         } else {
-            match ready_since {
+            match s.ready_since() {
                 Some(t) => {
                     let at = t
                         .saturating_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
@@ -256,70 +144,37 @@ impl<'a> PodFacts<'a> {
                 None => (false, None),
             }
         };
-        let lifecycle_ok = matches!(lc, Lc::None | Lc::Normal);
-        let name = meta.name.as_deref().unwrap_or("");
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or("");
+        let lifecycle_ok = matches!(s.lc, Lc::None | Lc::Normal);
         let specified_delete =
-            specified_label || (!ctx.pods_to_delete.is_empty() && ctx.pods_to_delete.contains(name));
-        // Kruise EqualToRevisionHash against the update revision, its short hash taken once per plan.
-        let updated = !revision.is_empty()
-            && (revision == ctx.update_revision || revision::short_hash(revision) == ctx.update_short_hash);
-        let facts = PodFacts {
-            pod,
-            name,
-            uid: meta.uid.as_deref().unwrap_or(""),
-            revision,
-            lifecycle,
-            lc,
-            active,
-            running,
-            ready,
-            ready_since,
-            ipu,
-            has_kruise_ready,
-            update_ready,
-            available: lifecycle_ok && update_ready && min_ready_ok,
-            normal_ready: lifecycle_ok && update_ready,
+            s.specified_label || (!ctx.pods_to_delete.is_empty() && ctx.pods_to_delete.contains(s.name()));
+        PodFacts {
+            summary: s,
+            available: lifecycle_ok && s.update_ready && min_ready_ok,
+            normal_ready: lifecycle_ok && s.update_ready,
             available_in: if lifecycle_ok { available_in } else { None },
             specified_delete,
-            grace: grace.or(grace_old).filter(|s| !s.is_empty()),
-            state: state.or(state_old).filter(|s| !s.is_empty()),
-            has_template_hash,
-            node_assigned: !node.is_empty(),
-            node,
-            phase_ord,
-            created: meta.creation_timestamp.as_ref().map(|t| t.0),
-            deletion_cost,
-            updated,
-        };
-        (facts, selected)
+            updated: s.at_revision(&ctx.update),
+        }
     }
 
-    pub fn preparing_delete(&self) -> bool {
-        self.lc == Lc::PreparingDelete
+    /// The pod (for as long as the summary is borrowed, unlike through `Deref`).
+    pub fn pod(&self) -> &'a Pod {
+        self.summary.pod()
     }
 
-    /// The pod has the `InPlaceUpdateReady` readiness gate (looked up only when needed).
-    pub fn has_gate(&self) -> bool {
-        has_readiness_gate(self.pod)
+    /// `metadata.name` (`""` when absent).
+    pub fn name(&self) -> &'a str {
+        self.summary.name()
     }
 
-    /// k8s `maxContainerRestarts` (read only when sorting needs it).
-    pub fn restarts(&self) -> i32 {
-        self.pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_ref())
-            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+    /// `metadata.uid` (`""` when absent).
+    pub fn uid(&self) -> &'a str {
+        self.summary.uid()
     }
 
-    /// The `InPlaceUpdateReady` condition is True.
-    pub fn ipu_true(&self) -> bool {
-        self.ipu == Some(true)
+    /// The `controller-revision-hash` label (`""` when absent).
+    pub fn revision(&self) -> &'a str {
+        self.summary.revision()
     }
 }
 

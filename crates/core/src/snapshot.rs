@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::FeatureGates;
 pub use crate::sort::NodeLabels;
+use crate::{FeatureGates, PodSummary};
 
 /// One CloneSet and what it owns, as seen by the cache. `now` is passed in: core never reads a clock.
 #[derive(Clone, Debug)]
@@ -16,6 +16,10 @@ pub struct Snapshot {
     pub cloneset: Arc<CloneSet>,
     /// Pods whose controller ownerReference is this CloneSet (active and inactive).
     pub pods: Vec<Arc<Pod>>,
+    /// `PodSummary` of each pod, in the order of `pods`, when the caller keeps them (the controller
+    /// refreshes one only when its pod changes). `None`, a different length, or a summary of another `Arc`
+    /// than `pods[i]`: `plan()` summarises the pods itself. Same plan either way, only slower.
+    pub summaries: Option<Arc<Vec<PodSummary>>>,
     /// ControllerRevisions owned by this CloneSet (or matching its selector and unowned).
     pub revisions: Vec<Arc<ControllerRevision>>,
     /// PersistentVolumeClaims owned by this CloneSet (Kruise getOwnedPVCs: any ownerReference with its UID).

@@ -29,13 +29,13 @@ pub fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
         .then_with(|| a.ready.cmp(&b.ready))
         .then_with(|| {
             if a.ready && b.ready {
-                after_or_zero(a.ready_since, b.ready_since)
+                after_or_zero(a.ready_since(), b.ready_since())
             } else {
                 Ordering::Equal
             }
         })
         .then_with(|| b.restarts().cmp(&a.restarts()))
-        .then_with(|| after_or_zero(a.created, b.created))
+        .then_with(|| after_or_zero(a.created(), b.created()))
 }
 
 /// `after_or_zero` as a sort key: `None` (zero time) first, then later times first.
@@ -61,12 +61,12 @@ fn active_key(f: &PodFacts) -> ActiveKey {
         f.ready,
         // Ready times only break ties between two ready pods.
         if f.ready {
-            after_or_zero_key(f.ready_since)
+            after_or_zero_key(f.ready_since())
         } else {
             None
         },
         Reverse(f.restarts()),
-        after_or_zero_key(f.created),
+        after_or_zero_key(f.created()),
     )
 }
 
@@ -87,14 +87,14 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: f64, rb: f64, use_available: bool) 
         .then_with(|| rb.total_cmp(&ra))
         .then_with(|| {
             if a.ready && b.ready {
-                after_or_zero(a.ready_since, b.ready_since)
+                after_or_zero(a.ready_since(), b.ready_since())
             } else {
                 Ordering::Equal
             }
         })
         .then_with(|| b.restarts().cmp(&a.restarts()))
-        .then_with(|| after_or_zero(a.created, b.created))
-        .then_with(|| a.name.cmp(b.name))
+        .then_with(|| after_or_zero(a.created(), b.created()))
+        .then_with(|| a.name_cmp(b))
 }
 
 /// Node name → node labels: what the scale-down ranker needs to know about nodes (topology spread).
@@ -129,7 +129,7 @@ fn spread_ranks(pods: &[&PodFacts], t: Topology, same_node: &[f64]) -> Vec<f64> 
             if !p.node_assigned {
                 continue;
             }
-            if let Some(v) = t.nodes.get(p.node).and_then(|l| l.get(*key)) {
+            if let Some(v) = t.nodes.get(p.node()).and_then(|l| l.get(*key)) {
                 groups.entry(v.as_str()).or_default().push(i);
             }
         }
@@ -156,7 +156,7 @@ fn same_node_ranks(pods: &[&PodFacts]) -> Vec<f64> {
     let mut by_node: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, p) in pods.iter().enumerate() {
         if p.node_assigned {
-            by_node.entry(p.node).or_default().push(i);
+            by_node.entry(p.node()).or_default().push(i);
         }
     }
     let mut ranks = vec![0.0; pods.len()];
@@ -211,13 +211,13 @@ pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize, topology: Option<Topo
                     Reverse(ranks[i].to_bits()),
                 ),
                 if f.ready {
-                    after_or_zero_key(f.ready_since)
+                    after_or_zero_key(f.ready_since())
                 } else {
                     None
                 },
                 Reverse(f.restarts()),
-                after_or_zero_key(f.created),
-                f.name,
+                after_or_zero_key(f.created()),
+                f.name(),
                 i,
             )
         })
@@ -267,7 +267,7 @@ impl<'a> Priority<'a> {
     }
 
     fn key(&self, p: &PodFacts) -> (i64, i64) {
-        let labels = p.pod.metadata.labels.as_ref();
+        let labels = p.pod().metadata.labels.as_ref();
         if !self.weights.is_empty() {
             let w: i64 = self
                 .weights
@@ -361,7 +361,7 @@ fn scatter_terms(facts: &[PodFacts], idx: &[usize], terms: &[UpdateScatterTerm])
 }
 
 fn scatter_match(f: &PodFacts, t: &UpdateScatterTerm) -> bool {
-    f.pod
+    f.pod()
         .metadata
         .labels
         .as_ref()
@@ -449,8 +449,10 @@ fn group_by_density(total_m: usize, total_u: usize, upd_m: usize, upd_u: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PodSummary;
     use k8s_openapi::api::core::v1::Pod;
     use std::collections::{BTreeMap, HashSet};
+    use std::sync::Arc;
 
     fn pod(name: &str, labels: &[(&str, &str)], phase: &str, ready: bool) -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -461,10 +463,17 @@ mod tests {
         .unwrap()
     }
 
-    fn facts(pods: &[Pod]) -> Vec<PodFacts<'_>> {
-        let none = HashSet::new();
+    fn summaries(pods: &[Pod]) -> Vec<PodSummary> {
         pods.iter()
-            .map(|p| PodFacts::new(p, Timestamp::UNIX_EPOCH, 0, &none, "rev"))
+            .map(|p| PodSummary::new(Arc::new(p.clone())))
+            .collect()
+    }
+
+    fn facts(summaries: &[PodSummary]) -> Vec<PodFacts<'_>> {
+        let none = HashSet::new();
+        summaries
+            .iter()
+            .map(|s| PodFacts::new(s, Timestamp::UNIX_EPOCH, 0, &none, "rev"))
             .collect()
     }
 
@@ -475,7 +484,8 @@ mod tests {
         let mut scheduled = pod("scheduled", &[], "Pending", false);
         scheduled.spec.as_mut().unwrap().node_name = Some("node-0".into());
         let pods = vec![scheduled, pod("unscheduled", &[], "Running", true)];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         assert_eq!(active_pods(&f[1], &f[0]), std::cmp::Ordering::Less);
         let mut idx = vec![0, 1];
         update_candidates(&f, &mut idx, None, &[]);
@@ -504,7 +514,7 @@ mod tests {
     fn first_victim(f: &[PodFacts], topology: Option<Topology>) -> String {
         let mut v: Vec<&PodFacts> = f.iter().collect();
         scale_down(&mut v, topology);
-        v[0].name.to_string()
+        v[0].name().to_string()
     }
 
     #[test]
@@ -517,7 +527,8 @@ mod tests {
             on_node("y1", "n4"),
             on_node("y2", "n4"),
         ];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let nodes = zones(&[("n1", "x"), ("n2", "x"), ("n3", "x"), ("n4", "y")]);
         // Same-node ranker only: the stacked node n4 loses a pod first.
         assert!(first_victim(&f, None).starts_with('y'));
@@ -556,7 +567,8 @@ mod tests {
     fn spread_ranks_follow_kruise_weights() {
         // Kruise: pod i of n in a domain adds (n − i)·ln(#domains + 2).
         let pods = vec![on_node("a", "n1"), on_node("b", "n2"), on_node("c", "n2")];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let nodes = zones(&[("n1", "x"), ("n2", "y")]);
         let keys = ["topology.kubernetes.io/zone"];
         let all: Vec<&PodFacts> = f.iter().collect();
@@ -586,7 +598,8 @@ mod tests {
             pod("p3", &[], "Running", true),
             pod("p4", &[], "Running", false),
         ];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let mut idx = vec![0, 1, 3, 4];
         update_candidates(&f, &mut idx, None, &[]);
         assert_eq!(idx, vec![1, 0, 4, 3]);
@@ -630,7 +643,8 @@ mod tests {
                     pod(&format!("{i}"), lab, "Running", true)
                 })
                 .collect();
-            let f = facts(&pods);
+            let sums = summaries(&pods);
+            let f = facts(&sums);
             let mut idx: Vec<usize> = (0..pods.len()).collect();
             scatter_sort(&f, &mut idx, std::slice::from_ref(&term));
             assert_eq!(&idx, want, "labels {labels:?}");
@@ -644,7 +658,8 @@ mod tests {
             pod("b", &[("key", "foo")], "Running", true),
             pod("c", &[], "Running", true),
         ];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let ws: UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({"weightPriority": [
             {"weight": 20, "matchSelector": {"matchLabels": {"key": "foo"}}},
             {"weight": 10, "matchSelector": {"matchLabels": {"key": "bar"}}}
@@ -660,7 +675,8 @@ mod tests {
             pod("c", &[("k1", "v-10")], "Running", true),
             pod("d", &[], "Running", true),
         ];
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let os: UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({"orderPriority": [
             {"orderedKey": "k1"}, {"orderedKey": "k2"}
         ]}))
@@ -716,7 +732,8 @@ mod tests {
     #[test]
     fn prefix_orders_equal_the_full_comparator_sorts() {
         let pods = varied_pods(60);
-        let f = facts(&pods);
+        let sums = summaries(&pods);
+        let f = facts(&sums);
         let prio: UpdatePriorityStrategy = serde_json::from_value(serde_json::json!({"orderPriority": [
             {"orderedKey": "rank"}
         ]}))
@@ -750,8 +767,8 @@ mod tests {
         for k in [0, 1, 7, 30, 60] {
             let mut got = all.clone();
             scale_down_prefix(&mut got, k, None);
-            let names: Vec<&str> = got[..k].iter().map(|p| p.name).collect();
-            let want_names: Vec<&str> = want[..k].iter().map(|&i| all[i].name).collect();
+            let names: Vec<&str> = got[..k].iter().map(|p| p.name()).collect();
+            let want_names: Vec<&str> = want[..k].iter().map(|&i| all[i].name()).collect();
             assert_eq!(names, want_names, "scale-down prefix {k}");
         }
     }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use common::*;
 use insitu_api::keys;
 use insitu_core::budget::{partition, surge_and_unavailable};
-use insitu_core::{Action, UpdateReason};
+use insitu_core::{Action, PodSummary, UpdateReason};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -112,13 +112,13 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
     let replicas = spec.replicas();
     let (max_surge, max_unavailable) = surge_and_unavailable(spec);
     let none = HashSet::new();
-    let facts: Vec<insitu_core::pods::PodFacts> = snap
-        .pods
+    let summaries: Vec<PodSummary> = snap.pods.iter().cloned().map(PodSummary::new).collect();
+    let facts: Vec<insitu_core::pods::PodFacts> = summaries
         .iter()
-        .map(|p| {
-            insitu_core::pods::PodFacts::new(p, w.now, spec.min_ready_seconds(), &none, &plan.update_revision)
+        .map(|s| {
+            insitu_core::pods::PodFacts::new(s, w.now, spec.min_ready_seconds(), &none, &plan.update_revision)
         })
-        .filter(|f| f.active)
+        .filter(|f| f.active())
         .collect();
     let n = facts.len() as i32;
     let u = facts
@@ -169,7 +169,7 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
     }
     let disrupted_available = facts
         .iter()
-        .filter(|f| f.available && disrupted.contains(f.name))
+        .filter(|f| f.available && disrupted.contains(f.name()))
         .count() as i32;
     let allowed = (max_unavailable + n - replicas - u).max(0);
     assert!(
@@ -191,7 +191,8 @@ fn check_plan(w: &World, plan: &insitu_core::Plan) {
         .iter()
         .filter(|f| !f.updated && !f.preparing_delete())
         .collect();
-    let old_after = old.len() as i32 - old.iter().filter(|f| moved_to_update.contains(f.name)).count() as i32;
+    let old_after =
+        old.len() as i32 - old.iter().filter(|f| moved_to_update.contains(f.name())).count() as i32;
     assert!(
         old_after >= p.min(old.len() as i32),
         "old pods {} → {old_after} below partition {p}",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use insitu_api::{CloneSet, keys};
-use insitu_core::{Action, FeatureGates, Plan, Snapshot};
+use insitu_core::{Action, FeatureGates, Plan, PodSummary, Snapshot};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ContainerStatus, PersistentVolumeClaim, Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -61,6 +61,7 @@ impl World {
         Snapshot {
             cloneset: Arc::new(self.cs.clone()),
             pods: self.pods.iter().cloned().map(Arc::new).collect(),
+            summaries: None,
             revisions: self.revisions.iter().cloned().map(Arc::new).collect(),
             pvcs: self
                 .pvcs
@@ -81,8 +82,31 @@ impl World {
         }
     }
 
+    /// The plan from the raw pods, checked equal to the plan from summaries made as the controller makes
+    /// them (with the CloneSet's selector): every test that plans also tests that equivalence.
     pub fn plan(&self) -> Plan {
-        insitu_core::plan(&self.snapshot())
+        let snap = self.snapshot();
+        let plan = insitu_core::plan(&snap);
+        let summarised = self.summarised(&snap);
+        assert_eq!(
+            insitu_core::plan(&summarised),
+            plan,
+            "plan from precomputed summaries differs"
+        );
+        plan
+    }
+
+    /// `snap` with precomputed summaries, as the controller passes them.
+    pub fn summarised(&self, snap: &Snapshot) -> Snapshot {
+        let summaries = snap
+            .pods
+            .iter()
+            .map(|p| PodSummary::with_selector(p.clone(), &self.cs.spec.selector))
+            .collect();
+        Snapshot {
+            summaries: Some(Arc::new(summaries)),
+            ..snap.clone()
+        }
     }
 
     pub fn advance(&mut self, secs: i64) {

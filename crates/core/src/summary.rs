@@ -1,0 +1,659 @@
+//! `PodSummary`: what every plan reads of one pod, computed once per pod version and kept inline.
+//!
+//! A `Pod` is a 2.4 KB struct whose labels, annotations, conditions and strings live in separate heap
+//! blocks: classifying it touches about 30 cache lines, and past the L3 each is a trip to memory. Nothing
+//! the planner asks of every pod on every plan depends on anything but the pod (and the owner's selector,
+//! which Kruise's webhook makes immutable), so it is summarised once — by the controller when the pod's
+//! version changes — into about two cache lines. The plan then reads the summaries, a contiguous array,
+//! and goes to the `Pod` only for the pods it sorts or acts on.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use insitu_api::keys;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::pods::{self, Lc};
+use crate::revision::{self, short_hash};
+use crate::selector::Selector;
+
+/// The pod-intrinsic facts of one pod version (see the module doc). Build with `PodSummary::new` or
+/// `PodSummary::with_selector`; it holds the pod, so it stays valid for as long as it is kept.
+#[derive(Clone, Debug)]
+pub struct PodSummary {
+    pod: Arc<Pod>,
+    /// lastTransitionTime of `Ready` when True, and creationTimestamp: see `ready_since()`, `created()`.
+    /// Two `Option<Timestamp>` would take 48 bytes; split into seconds and nanoseconds, 24.
+    ready_since_s: i64,
+    created_s: i64,
+    ready_since_ns: i32,
+    created_ns: i32,
+    /// Fingerprint of the selector `selected` answers for (when `has_selector`).
+    selector: u64,
+    /// Kruise `getDeletionCostFromPodAnnotations`.
+    pub(crate) deletion_cost: i32,
+    /// k8s `maxContainerRestarts`.
+    pub(crate) restarts: i32,
+    /// Short hash of the `controller-revision-hash` label.
+    revision: ShortHash,
+    name: NamePrefix,
+    pub(crate) lc: Lc,
+    /// k8s `podPhaseToOrdinal`: Pending 0, Unknown 1, Running 2 (others 0).
+    pub(crate) phase_ord: u8,
+    /// The `InPlaceUpdateReady` condition: `None` absent, `Some(true)` True, `Some(false)` otherwise.
+    pub(crate) ipu: Option<bool>,
+    /// Not Succeeded/Failed and no deletionTimestamp (k8s `IsPodActive`).
+    pub(crate) active: bool,
+    /// The `Ready` condition is True (k8s `podutil.IsPodReady`).
+    pub(crate) ready: bool,
+    /// Kruise `IsPodUpdateReady(pod, 0)`: Running ∧ Ready ∧ InPlaceUpdateReady (if present) True.
+    pub(crate) update_ready: bool,
+    /// The `KruisePodReady` condition is present (lifecycle `markPodNotReady` bookkeeping).
+    pub(crate) has_kruise_ready: bool,
+    /// The `KruisePodReady` readiness gate (without it `readiness::reconcile` has nothing to do).
+    pub(crate) has_kruise_gate: bool,
+    /// The `InPlaceUpdateReady` readiness gate.
+    pub(crate) has_ipu_gate: bool,
+    /// The `apps.kruise.io/specified-delete` label (any value, as Kruise `specifieddelete.IsSpecifiedDelete`).
+    pub(crate) specified_label: bool,
+    /// Has the `pod-template-hash` label.
+    pub(crate) has_template_hash: bool,
+    pub(crate) node_assigned: bool,
+    /// A non-empty `controller-revision-hash` label.
+    pub(crate) has_revision: bool,
+    /// `grace()` / `state()` are `Some`.
+    pub(crate) has_grace: bool,
+    pub(crate) has_state: bool,
+    has_selector: bool,
+    /// Whether the selector fingerprinted in `selector` selects the pod.
+    selected: bool,
+}
+
+/// `*_ns` of an absent time: nanoseconds of a `Timestamp` never reach it (|ns| < 10⁹).
+const NO_TIME: i32 = i32::MIN;
+
+fn pack(t: Option<Timestamp>) -> (i64, i32) {
+    t.map_or((0, NO_TIME), |t| (t.as_second(), t.subsec_nanosecond()))
+}
+
+fn unpack(second: i64, ns: i32) -> Option<Timestamp> {
+    if ns == NO_TIME {
+        return None;
+    }
+    // Both came from a `Timestamp`, so this never fails.
+    Timestamp::new(second, ns).ok()
+}
+
+/// Kruise hashes (`rand.SafeEncodeString` of a uint32) have at most 10 characters.
+const SHORT_HASH_INLINE: usize = 15;
+
+/// A revision's short hash (Kruise `GetShortHash`) kept inline, so comparing revisions reads no pod. A
+/// longer one (only possible for hand-written labels) is marked `LONG` and compared on the full strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShortHash {
+    len: u8,
+    /// Zero after `len`, so equal hashes are equal arrays.
+    bytes: [u8; SHORT_HASH_INLINE],
+}
+
+impl ShortHash {
+    const LONG: u8 = u8::MAX;
+
+    pub(crate) fn of(revision: &str) -> Self {
+        let h = short_hash(revision).as_bytes();
+        let mut bytes = [0; SHORT_HASH_INLINE];
+        if h.len() > SHORT_HASH_INLINE {
+            return ShortHash {
+                len: Self::LONG,
+                bytes,
+            };
+        }
+        bytes[..h.len()].copy_from_slice(h);
+        ShortHash {
+            len: h.len() as u8,
+            bytes,
+        }
+    }
+
+    /// `Some(equal)`, or `None` when either is too long to be held inline.
+    fn eq_inline(&self, other: &Self) -> Option<bool> {
+        (self.len != Self::LONG && other.len != Self::LONG).then(|| self == other)
+    }
+}
+
+/// A revision name prepared once per plan for `PodSummary::at_revision`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RevisionKey<'a> {
+    pub(crate) name: &'a str,
+    short: ShortHash,
+}
+
+impl<'a> RevisionKey<'a> {
+    pub(crate) fn new(name: &'a str) -> Self {
+        RevisionKey {
+            name,
+            short: ShortHash::of(name),
+        }
+    }
+}
+
+/// Pod names of this length or less (a multiple of 8, see `name_cmp`) are held whole (a CloneSet's pods are `<name>-<5 chars>`); longer
+/// ones by their first bytes, which decide most comparisons anyway.
+const NAME_INLINE: usize = 40;
+const _: () = assert!(NAME_INLINE.is_multiple_of(8));
+
+#[derive(Clone, Copy, Debug)]
+struct NamePrefix {
+    len: u8,
+    /// The name is longer than `bytes`.
+    cut: bool,
+    bytes: [u8; NAME_INLINE],
+}
+
+impl NamePrefix {
+    fn of(name: &str) -> Self {
+        let b = name.as_bytes();
+        let n = b.len().min(NAME_INLINE);
+        let mut bytes = [0; NAME_INLINE];
+        bytes[..n].copy_from_slice(&b[..n]);
+        NamePrefix {
+            len: n as u8,
+            cut: b.len() > NAME_INLINE,
+            bytes,
+        }
+    }
+
+    fn inline(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A stable fingerprint of a label selector (FNV-1a 64 over its length-prefixed keys, operators and
+/// values), so a summary can say which selector its `selected` answers for.
+pub fn selector_fingerprint(sel: &LabelSelector) -> u64 {
+    fn feed(h: &mut u64, s: &[u8]) {
+        for b in (s.len() as u64).to_le_bytes().iter().chain(s) {
+            *h ^= u64::from(*b);
+            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (k, v) in sel.match_labels.iter().flatten() {
+        feed(&mut h, k.as_bytes());
+        feed(&mut h, v.as_bytes());
+    }
+    // Separates the two lists (a length prefix no string can start with).
+    feed(&mut h, b"\xff matchExpressions");
+    for e in sel.match_expressions.iter().flatten() {
+        feed(&mut h, e.key.as_bytes());
+        feed(&mut h, e.operator.as_bytes());
+        let values = e.values.as_deref().unwrap_or_default();
+        feed(&mut h, &(values.len() as u64).to_le_bytes());
+        for v in values {
+            feed(&mut h, v.as_bytes());
+        }
+    }
+    h
+}
+
+/// `PodSummary::with_selector` for many pods: the selector is prepared (and fingerprinted) once.
+pub struct Summariser<'a> {
+    selector: Selector<'a>,
+    fingerprint: u64,
+}
+
+impl<'a> Summariser<'a> {
+    pub fn new(selector: &'a LabelSelector) -> Self {
+        Summariser {
+            selector: Selector::new(selector),
+            fingerprint: selector_fingerprint(selector),
+        }
+    }
+
+    /// `selector_fingerprint` of the selector.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    pub fn summarise(&self, pod: Arc<Pod>) -> PodSummary {
+        PodSummary::build(pod, Some((&self.selector, self.fingerprint)))
+    }
+}
+
+/// The value of annotation `key`, else of `old`, when not empty (Kruise reads the new key first).
+fn annotation_or_old<'p>(pod: &'p Pod, key: &str, old: &str) -> Option<&'p str> {
+    pods::annotation(pod, key)
+        .or_else(|| pods::annotation(pod, old))
+        .filter(|s| !s.is_empty())
+}
+
+impl PodSummary {
+    /// The summary of `pod`, without a selector answer (the planner then reads the labels for it).
+    pub fn new(pod: Arc<Pod>) -> Self {
+        Self::build(pod, None)
+    }
+
+    /// The summary of `pod`, also recording whether `selector` selects it (what a controller that knows
+    /// the owning CloneSet builds: its selector cannot change, so the answer holds for the pod version).
+    /// For many pods, `Summariser` prepares the selector once.
+    pub fn with_selector(pod: Arc<Pod>, selector: &LabelSelector) -> Self {
+        Summariser::new(selector).summarise(pod)
+    }
+
+    /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the
+    /// keys it knows (a `str` match compares lengths first, so unrelated keys are skipped without touching
+    /// their bytes) and parses nothing (annotations are parsed later, only for pods with an update in
+    /// flight).
+    pub(crate) fn build(pod: Arc<Pod>, selector: Option<(&Selector, u64)>) -> Self {
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
+        let (terminated, running, phase_ord) = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Succeeded" | "Failed") => (true, false, 0),
+            Some("Running") => (false, true, 2),
+            Some("Unknown") => (false, false, 1),
+            _ => (false, false, 0),
+        };
+        let active = !terminated && meta.deletion_timestamp.is_none();
+
+        // `if let` + plain loops rather than `iter().flatten()` over the `Option`s: the flatten adapter
+        // costs more per element than the match itself.
+        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
+            ("", "", false, false);
+        // matchLabels pairs met; keys are distinct on both sides, so all met ⇔ count == len. Both are
+        // sorted by key, so they are walked together (a merge): once the selector's keys are behind us,
+        // the remaining labels cost nothing.
+        let selector_labels = selector.map_or(&[][..], |(s, _)| s.match_labels());
+        let mut selector_next = selector_labels.iter().peekable();
+        let mut selector_met = 0;
+        if let Some(labels) = &meta.labels {
+            for (k, v) in labels {
+                match k.as_str() {
+                    keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
+                    keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
+                    keys::SPECIFIED_DELETE_LABEL => specified_label = true,
+                    keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
+                    _ => {}
+                }
+                while let Some(&&(sk, sv)) = selector_next.peek() {
+                    match sk.cmp(k.as_str()) {
+                        // A selector key this pod does not have: the pod is not selected.
+                        Ordering::Less => {
+                            selector_next.next();
+                        }
+                        Ordering::Equal => {
+                            selector_met += usize::from(sv == v.as_str());
+                            selector_next.next();
+                            break;
+                        }
+                        Ordering::Greater => break,
+                    }
+                }
+            }
+        }
+        let selected = selector.is_some_and(|(sel, _)| {
+            selector_met == selector_labels.len() && sel.matches_expressions(meta.labels.as_ref())
+        });
+        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
+            (None, None, None, None, 0);
+        if let Some(annotations) = &meta.annotations {
+            for (k, v) in annotations {
+                match k.as_str() {
+                    keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
+                    keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
+                    keys::POD_DELETION_COST_ANNOTATION => deletion_cost = pods::deletion_cost(v),
+                    _ => {}
+                }
+            }
+        }
+        let (mut ready, mut ready_since, mut ipu, mut has_kruise_ready) = (false, None, None, false);
+        if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
+            for c in conditions {
+                match c.type_.as_str() {
+                    "Ready" => {
+                        ready = c.status == "True";
+                        ready_since = if ready {
+                            c.last_transition_time.as_ref().map(|t| t.0)
+                        } else {
+                            None
+                        };
+                    }
+                    keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
+                    keys::KRUISE_POD_READY => has_kruise_ready = true,
+                    _ => {}
+                }
+            }
+        }
+        let (mut has_ipu_gate, mut has_kruise_gate) = (false, false);
+        for g in pod.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten()) {
+            match g.condition_type.as_str() {
+                keys::INPLACE_UPDATE_READY => has_ipu_gate = true,
+                keys::KRUISE_POD_READY => has_kruise_gate = true,
+                _ => {}
+            }
+        }
+        let restarts = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
+        let node_assigned = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        let (ready_since_s, ready_since_ns) = pack(ready_since);
+        let (created_s, created_ns) = pack(meta.creation_timestamp.as_ref().map(|t| t.0));
+        PodSummary {
+            ready_since_s,
+            created_s,
+            ready_since_ns,
+            created_ns,
+            selector: selector.map_or(0, |(_, fp)| fp),
+            has_selector: selector.is_some(),
+            deletion_cost,
+            restarts,
+            revision: ShortHash::of(revision),
+            name: NamePrefix::of(meta.name.as_deref().unwrap_or("")),
+            lc: Lc::parse(lifecycle),
+            phase_ord,
+            ipu,
+            active,
+            ready,
+            update_ready: running && ready && ipu.unwrap_or(true),
+            has_kruise_ready,
+            has_kruise_gate,
+            has_ipu_gate,
+            specified_label,
+            has_template_hash,
+            node_assigned,
+            has_revision: !revision.is_empty(),
+            has_grace: grace.or(grace_old).is_some_and(|s| !s.is_empty()),
+            has_state: state.or(state_old).is_some_and(|s| !s.is_empty()),
+            selected,
+            pod,
+        }
+    }
+
+    /// The pod this summarises.
+    pub fn pod(&self) -> &Pod {
+        &self.pod
+    }
+
+    /// The pod, shared.
+    pub fn pod_arc(&self) -> &Arc<Pod> {
+        &self.pod
+    }
+
+    /// `metadata.name` (`""` when absent).
+    pub fn name(&self) -> &str {
+        if !self.name.cut {
+            // Held whole, and cut from a `str`: always valid UTF-8.
+            if let Ok(s) = std::str::from_utf8(self.name.inline()) {
+                return s;
+            }
+        }
+        self.pod.metadata.name.as_deref().unwrap_or("")
+    }
+
+    /// Orders as `self.name().cmp(other.name())`, on the inline bytes unless both names are longer.
+    ///
+    /// The zero-padded arrays compare as the names: where they first differ, either both hold name bytes
+    /// there, or one name has ended (a zero) and is a prefix of the other, so it sorts first (the other's
+    /// byte is not zero, as they differ). Equal arrays: equal names, or one a prefix of the other (the
+    /// shorter first), or names cut at the same bytes (only then are the names read).
+    #[inline]
+    pub fn name_cmp(&self, other: &PodSummary) -> Ordering {
+        // Big-endian words order as their bytes: 8 bytes a compare, without a call to memcmp.
+        let (a, _) = self.name.bytes.as_chunks::<8>();
+        let (b, _) = other.name.bytes.as_chunks::<8>();
+        for (x, y) in a.iter().zip(b) {
+            match u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+        }
+        if self.name.cut || other.name.cut {
+            return self.name().cmp(other.name());
+        }
+        self.name.len.cmp(&other.name.len)
+    }
+
+    /// `metadata.uid` (`""` when absent).
+    pub fn uid(&self) -> &str {
+        self.pod.metadata.uid.as_deref().unwrap_or("")
+    }
+
+    /// The `controller-revision-hash` label (`""` when absent).
+    pub fn revision(&self) -> &str {
+        if !self.has_revision {
+            return "";
+        }
+        pods::label(&self.pod, keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
+    }
+
+    /// Kruise `EqualToRevisionHash(revision label, rev)`: the label is not empty and its short hash equals
+    /// the revision's (a full-name match implies that).
+    pub(crate) fn at_revision(&self, rev: &RevisionKey) -> bool {
+        self.has_revision
+            && match self.revision.eq_inline(&rev.short) {
+                Some(eq) => eq,
+                None => revision::equal_to_revision(self.revision(), rev.name),
+            }
+    }
+
+    /// The lifecycle label (`""` when absent).
+    pub fn lifecycle(&self) -> &str {
+        if self.lc == Lc::None {
+            return "";
+        }
+        pods::label(&self.pod, keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
+    }
+
+    /// The in-place update grace annotation (new key, else the old one), when not empty.
+    pub fn grace(&self) -> Option<&str> {
+        if !self.has_grace {
+            return None;
+        }
+        annotation_or_old(
+            &self.pod,
+            keys::INPLACE_UPDATE_GRACE_ANNOTATION,
+            keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD,
+        )
+    }
+
+    /// The in-place update state annotation (new key, else the old one), when not empty.
+    pub fn state(&self) -> Option<&str> {
+        if !self.has_state {
+            return None;
+        }
+        annotation_or_old(
+            &self.pod,
+            keys::INPLACE_UPDATE_STATE_ANNOTATION,
+            keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD,
+        )
+    }
+
+    /// `spec.nodeName` (`""` when unscheduled).
+    pub fn node(&self) -> &str {
+        if !self.node_assigned {
+            return "";
+        }
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("")
+    }
+
+    /// Whether the selector with fingerprint `fingerprint` selects the pod, if this summary knows.
+    pub fn selected_by(&self, fingerprint: u64) -> Option<bool> {
+        (self.has_selector && self.selector == fingerprint).then_some(self.selected)
+    }
+
+    /// The fingerprint of the selector this summary answers for (`selected_by`).
+    pub fn selector_fingerprint(&self) -> Option<u64> {
+        self.has_selector.then_some(self.selector)
+    }
+
+    /// lastTransitionTime of the `Ready` condition when it is True.
+    pub fn ready_since(&self) -> Option<Timestamp> {
+        unpack(self.ready_since_s, self.ready_since_ns)
+    }
+
+    /// metadata.creationTimestamp.
+    pub fn created(&self) -> Option<Timestamp> {
+        unpack(self.created_s, self.created_ns)
+    }
+
+    /// k8s `IsPodActive`: not Succeeded/Failed and no deletionTimestamp.
+    pub fn active(&self) -> bool {
+        self.active
+    }
+
+    /// The lifecycle label as an enum.
+    pub fn lc(&self) -> Lc {
+        self.lc
+    }
+
+    pub fn preparing_delete(&self) -> bool {
+        self.lc == Lc::PreparingDelete
+    }
+
+    /// The pod has the `InPlaceUpdateReady` readiness gate.
+    pub fn has_gate(&self) -> bool {
+        self.has_ipu_gate
+    }
+
+    /// k8s `maxContainerRestarts`.
+    pub fn restarts(&self) -> i32 {
+        self.restarts
+    }
+
+    /// The `InPlaceUpdateReady` condition is True.
+    pub fn ipu_true(&self) -> bool {
+        self.ipu == Some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Arc<Pod> {
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn lazy_reads_match_the_pod() {
+        let p = pod(json!({
+            "metadata": {"name": "web-abcde", "uid": "u1",
+                "labels": {"controller-revision-hash": "web-6d9f8b7c4", "lifecycle.apps.kruise.io/state": "Updating"},
+                "annotations": {"apps.kruise.io/inplace-update-grace": "", "inplace-update-grace": "old",
+                                "inplace-update-state": "{}"}},
+            "spec": {"containers": [], "nodeName": "n1"},
+        }));
+        let s = PodSummary::new(p);
+        assert_eq!(
+            (s.name(), s.uid(), s.revision(), s.lifecycle(), s.node()),
+            ("web-abcde", "u1", "web-6d9f8b7c4", "Updating", "n1")
+        );
+        // The new key wins even when empty (then there is no grace), as before summaries.
+        assert_eq!((s.grace(), s.state()), (None, Some("{}")));
+        assert!(s.at_revision(&RevisionKey::new("other-6d9f8b7c4")));
+        assert!(!s.at_revision(&RevisionKey::new("web-6d9f8b7c5")));
+
+        let bare = PodSummary::new(pod(json!({"metadata": {}})));
+        assert_eq!((bare.name(), bare.revision(), bare.node()), ("", "", ""));
+        assert!(!bare.at_revision(&RevisionKey::new("")));
+    }
+
+    #[test]
+    fn long_hashes_and_names_fall_back_to_the_pod() {
+        let long = "x".repeat(40);
+        let mk = |name: &str, rev: &str| {
+            PodSummary::new(pod(
+                json!({"metadata": {"name": name, "labels": {"controller-revision-hash": rev}}}),
+            ))
+        };
+        let a = mk(&format!("{long}-a"), &format!("r-{long}"));
+        let b = mk(&format!("{long}-b"), &format!("s-{long}"));
+        assert!(a.at_revision(&RevisionKey::new(&format!("q-{long}"))));
+        assert!(!a.at_revision(&RevisionKey::new("q-short")));
+        assert!(!mk("n", "r-short").at_revision(&RevisionKey::new(&format!("q-{long}"))));
+        assert_eq!(a.name(), format!("{long}-a"));
+        let names = [
+            a,
+            b,
+            mk("a", "r"),
+            mk("", "r"),
+            mk(&long, "r"),
+            mk(&format!("{long}-"), "r"),
+            mk(&"é".repeat(20), "r"),
+            mk(&"é".repeat(16), "r"),
+            // Cut inside a two-byte char.
+            mk(&format!("a{}", "é".repeat(20)), "r"),
+            mk(&format!("a{}b", "é".repeat(14)), "r"),
+            // Zero bytes compare like the padding, and are still ordered right.
+            mk("a\0", "r"),
+            mk("a\0b", "r"),
+            mk(&format!("{long}\0"), "r"),
+        ];
+        for x in &names {
+            for y in &names {
+                assert_eq!(
+                    x.name_cmp(y),
+                    x.name().cmp(y.name()),
+                    "{} vs {}",
+                    x.name(),
+                    y.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn two_cache_lines() {
+        assert!(std::mem::size_of::<PodSummary>() <= 128);
+    }
+
+    #[test]
+    fn times_round_trip() {
+        for t in [
+            "2026-01-01T00:00:00Z",
+            "1969-12-31T23:59:59.5Z",
+            "1970-01-01T00:00:00.000000001Z",
+        ] {
+            let t: Timestamp = t.parse().unwrap();
+            assert_eq!(unpack(pack(Some(t)).0, pack(Some(t)).1), Some(t));
+        }
+        for t in [Timestamp::MIN, Timestamp::MAX, Timestamp::UNIX_EPOCH] {
+            assert_eq!(unpack(pack(Some(t)).0, pack(Some(t)).1), Some(t));
+        }
+        assert_eq!(unpack(pack(None).0, pack(None).1), None);
+    }
+
+    #[test]
+    fn selector_answers_are_tied_to_the_selector() {
+        let sel: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "web"}})).unwrap();
+        let other: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap();
+        let expr: LabelSelector = serde_json::from_value(
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}),
+        )
+        .unwrap();
+        let fps = [&sel, &other, &expr].map(selector_fingerprint);
+        assert!(fps[0] != fps[1] && fps[0] != fps[2] && fps[1] != fps[2]);
+        let p = pod(json!({"metadata": {"labels": {"app": "web"}}}));
+        let s = PodSummary::with_selector(p.clone(), &sel);
+        assert_eq!(s.selected_by(fps[0]), Some(true));
+        assert_eq!(s.selected_by(fps[1]), None);
+        assert_eq!(
+            PodSummary::with_selector(p.clone(), &other).selected_by(fps[1]),
+            Some(false)
+        );
+        assert_eq!(PodSummary::new(p).selected_by(fps[0]), None);
+    }
+}
