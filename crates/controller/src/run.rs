@@ -7,7 +7,7 @@ use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, controller};
 use kube::{Api, Resource};
@@ -31,6 +31,22 @@ where
     }
 }
 
+/// A reflector cache of `api` and the stream of objects it touched (for `owns_stream`). Lean: managedFields
+/// are dropped before objects are stored (they are often half the bytes).
+fn lean_cache<K>(api: Api<K>) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
 /// Runs the controller until `shutdown` resolves. Returns when the controller stream ends.
 pub async fn run(
     client: kube::Client,
@@ -44,27 +60,11 @@ pub async fn run(
     let revisions: Api<ControllerRevision> = api(&client, &config.namespace);
     let pvcs: Api<PersistentVolumeClaim> = api(&client, &config.namespace);
 
-    // Lean caches: managedFields are dropped before objects are stored (they are often half the bytes).
-    let (pod_store, pod_writer) = reflector::store::<Pod>();
-    let pod_stream = watcher(pods, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(|p: &mut Pod| p.metadata.managed_fields = None)
-        .reflect(pod_writer)
-        .touched_objects();
-    let (rev_store, rev_writer) = reflector::store::<ControllerRevision>();
-    let rev_stream = watcher(revisions, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(|r: &mut ControllerRevision| r.metadata.managed_fields = None)
-        .reflect(rev_writer)
-        .touched_objects();
+    let (pod_store, pod_stream) = lean_cache(pods);
+    let (rev_store, rev_stream) = lean_cache(revisions);
     // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
     // change to an owned PVC (e.g. deleted behind our back) triggers a reconcile.
-    let (pvc_store, pvc_writer) = reflector::store::<PersistentVolumeClaim>();
-    let pvc_stream = watcher(pvcs, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(|c: &mut PersistentVolumeClaim| c.metadata.managed_fields = None)
-        .reflect(pvc_writer)
-        .touched_objects();
+    let (pvc_store, pvc_stream) = lean_cache(pvcs);
 
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
     let (node_store, node_writer) = reflector::store::<Node>();
