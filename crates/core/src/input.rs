@@ -81,7 +81,7 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
                 .map(|c| c.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?"))
                 .collect();
             return Err(format!(
-                "{} CloneSets in the input ({}): give exactly one (e.g. kubectl get cloneset/NAME,pods,controllerrevisions -o yaml)",
+                "{} CloneSets in the input ({}): give exactly one (e.g. {{ kubectl get cloneset NAME -o yaml; echo ---; kubectl get pods,controllerrevisions,pvc,nodes -o yaml; }})",
                 many.len(),
                 names.join(", ")
             ));

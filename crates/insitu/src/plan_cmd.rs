@@ -21,7 +21,7 @@ pub enum Output {
 pub struct PlanArgs {
     /// A kubectl List or multi-document YAML/JSON with one CloneSet, its Pods and (optionally) its
     /// ControllerRevisions and PersistentVolumeClaims, e.g.
-    /// `kubectl get cloneset/web,pods,controllerrevisions,pvc -o yaml`. `-` reads stdin.
+    /// `kubectl get cloneset,pods,controllerrevisions,pvc,nodes -o yaml`. `-` reads stdin.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
     /// The instant to plan at (RFC3339, e.g. 2026-01-01T00:00:00Z); default: now.
