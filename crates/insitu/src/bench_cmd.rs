@@ -797,6 +797,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     Ok(report)
 }
 
+/// One aligned `name value` line of the report.
+fn row(s: &mut String, k: &str, v: String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(s, "  {k:<44} {v}");
+}
+
+/// One indented row per `verb resource` write count.
+fn write_rows(s: &mut String, writes: &[WriteCount]) {
+    for c in writes {
+        row(
+            s,
+            &format!("    {} {}", c.verb, c.resource),
+            format!("{} ({:.2}/pod)", c.count, c.per_pod),
+        );
+    }
+}
 /// The human-readable report.
 pub fn render(r: &BenchReport) -> String {
     use std::fmt::Write as _;
@@ -817,9 +833,6 @@ pub fn render(r: &BenchReport) -> String {
         s,
         "image {OLD_IMAGE} → {NEW_IMAGE}; cluster time is virtual (paused clock, as fast as possible)\n"
     );
-    let row = |s: &mut String, k: &str, v: String| {
-        let _ = writeln!(s, "  {k:<44} {v}");
-    };
     row(
         &mut s,
         "setup: all pods Ready",
@@ -888,25 +901,13 @@ pub fn render(r: &BenchReport) -> String {
             w.controller_per_pod, w.controller_pod_writes_per_pod
         ),
     );
-    for c in &w.controller {
-        row(
-            &mut s,
-            &format!("    {} {}", c.verb, c.resource),
-            format!("{} ({:.2}/pod)", c.count, c.per_pod),
-        );
-    }
+    write_rows(&mut s, &w.controller);
     row(
         &mut s,
         "apiserver writes per updated pod (all clients)",
         format!("{:.2} ({} writes)", w.apiserver_per_pod, w.apiserver_total),
     );
-    for c in &w.apiserver {
-        row(
-            &mut s,
-            &format!("    {} {}", c.verb, c.resource),
-            format!("{} ({:.2}/pod)", c.count, c.per_pod),
-        );
-    }
+    write_rows(&mut s, &w.apiserver);
     row(
         &mut s,
         "apiserver reads during rollout",
