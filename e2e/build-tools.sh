@@ -83,7 +83,8 @@ else
   (cd "$ETCD_MOD" && go build -p "$P" -trimpath -ldflags "$ETCD_LDFLAGS" -o "$BIN_DIR/etcd" \
     go.etcd.io/etcd/server/v3)
   "$BIN_DIR/kube-apiserver" --version
-  "$BIN_DIR/etcd" --version | head -1
+  # Not `| head -1`: under pipefail, etcd can die of SIGPIPE (exit 141) writing its later lines.
+  "$BIN_DIR/etcd" --version | sed -n 1p
   echo "$WANT" >"$STAMP"
 fi
 

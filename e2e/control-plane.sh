@@ -158,7 +158,7 @@ start_once() {
 
   rc=0
   wait_until "$START_TIMEOUT" "$wd/etcd.pid" etcd \
-    sh -c "curl -fsS http://127.0.0.1:$etcd_port/health | grep -q '\"health\":\"true\"'" || rc=$?
+    sh -c "curl -fsS http://127.0.0.1:$etcd_port/health | grep '\"health\":\"true\"' >/dev/null" || rc=$?
   if ((rc != 0)); then
     log "etcd did not become healthy (rc=$rc); last log lines:"
     tail -n 20 "$wd/etcd.log" >&2 || true
