@@ -5,9 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use insitu_api::CloneSet;
 use insitu_api::keys::events::COMPONENT;
+
+use crate::correlator::{Correlator, Occurrence, Write};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::PostParams;
+use std::sync::Mutex;
+
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::{Clock, Metrics};
@@ -27,6 +31,7 @@ pub struct EventSink {
     metrics: Arc<Metrics>,
     enabled: bool,
     seq: Arc<AtomicU64>,
+    correlator: Arc<Mutex<Correlator>>,
 }
 
 impl EventSink {
@@ -37,10 +42,12 @@ impl EventSink {
             metrics,
             enabled,
             seq: Arc::new(AtomicU64::new(0)),
+            correlator: Default::default(),
         }
     }
 
-    /// Records `reason`/`message` on the CloneSet.
+    /// Records `reason`/`message` on the CloneSet, through client-go's correlator (see `correlator`): most
+    /// events of a big rollout are combined into one counted Event or dropped, as Kruise's recorder does.
     pub fn emit(&self, cs: &CloneSet, severity: Severity, reason: &str, message: String) {
         match severity {
             Severity::Normal => tracing::info!(cloneset = %cs.name_any(), reason, "{message}"),
@@ -50,12 +57,45 @@ impl EventSink {
             return;
         }
         let ns = cs.namespace().unwrap_or_else(|| "default".into());
+        let cs_name = cs.name_any();
         let now = self.clock.now();
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{}.{:x}", cs.name_any(), now.as_nanosecond() as u64 ^ seq);
+        // client-go names events `<object>.<UnixNano hex>`; the sequence keeps names unique when many share
+        // one instant (the simulated clock).
+        let name = format!("{cs_name}.{:x}", now.as_nanosecond() as u64 ^ seq);
+        let type_ = match severity {
+            Severity::Normal => "Normal",
+            Severity::Warning => "Warning",
+        };
+        let occurrence = Occurrence {
+            namespace: &ns,
+            object: &cs_name,
+            uid: cs.metadata.uid.as_deref().unwrap_or_default(),
+            type_,
+            reason,
+            message: &message,
+        };
+        let write = self
+            .correlator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .correlate(occurrence, name, now);
+        let (name, message, count, first) = match write {
+            Write::Skip => {
+                self.metrics.events_skipped.inc();
+                return;
+            }
+            Write::Create { name, message } => (name, message, 1, now),
+            Write::Patch {
+                name,
+                message,
+                count,
+                first_timestamp,
+            } => (name, message, count, first_timestamp),
+        };
         let ev = Event {
             metadata: ObjectMeta {
-                name: Some(name),
+                name: Some(name.clone()),
                 namespace: Some(ns.clone()),
                 ..Default::default()
             },
@@ -70,17 +110,14 @@ impl EventSink {
             },
             reason: Some(reason.to_string()),
             message: Some(message),
-            type_: Some(match severity {
-                Severity::Normal => "Normal".into(),
-                Severity::Warning => "Warning".into(),
-            }),
+            type_: Some(type_.into()),
             source: Some(EventSource {
                 component: Some(COMPONENT.into()),
                 host: None,
             }),
-            first_timestamp: Some(Time(now)),
+            first_timestamp: Some(Time(first)),
             last_timestamp: Some(Time(now)),
-            count: Some(1),
+            count: Some(count),
             reporting_component: Some(COMPONENT.into()),
             reporting_instance: Some(COMPONENT.into()),
             ..Default::default()
@@ -88,6 +125,27 @@ impl EventSink {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
         let metrics = self.metrics.clone();
         tokio::spawn(async move {
+            if count > 1 {
+                // client-go recordEvent: patch count, lastTimestamp and message of the existing Event …
+                let patch = serde_json::json!({
+                    "count": count,
+                    "lastTimestamp": ev.last_timestamp,
+                    "message": ev.message,
+                });
+                metrics.write("patch", "events");
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => return,
+                    // … and create it again if it has gone (expired, or deleted).
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "event not recorded");
+                        return;
+                    }
+                }
+            }
             metrics.write("create", "events");
             if let Err(e) = api.create(&PostParams::default(), &ev).await {
                 tracing::debug!(error = %e, "event not recorded");

@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod context;
+pub mod correlator;
 pub mod error;
 pub mod events;
 pub mod execute;

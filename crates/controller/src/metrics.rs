@@ -30,6 +30,8 @@ pub struct Metrics {
     pub api_writes: Family<Labels, Counter>,
     /// 1 while this replica holds the leader lease.
     pub leader: Gauge,
+    /// Events dropped by client-go's per-object spam filter (see `correlator`).
+    pub events_skipped: Counter,
 }
 
 impl Default for Metrics {
@@ -52,6 +54,7 @@ impl Metrics {
         let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
         let api_writes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
+        let events_skipped = Counter::default();
         registry.register(
             "kruise_inplace_update",
             "In-place pod updates started",
@@ -99,6 +102,11 @@ impl Metrics {
             "1 while this replica is the leader",
             leader.clone(),
         );
+        registry.register(
+            "insitu_events_skipped",
+            "Events not written: over client-go's per-object spam budget (25, then one per 5 minutes)",
+            events_skipped.clone(),
+        );
         Self {
             registry,
             inplace_update,
@@ -110,6 +118,7 @@ impl Metrics {
             plan_duration,
             api_writes,
             leader,
+            events_skipped,
         }
     }
 

@@ -608,6 +608,8 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("", "persistentvolumeclaims", "", "delete", "default"),
         ("", "persistentvolumeclaims", "", "patch", "default"),
         ("", "events", "", "create", "default"),
+        // client-go's correlator counts repeated events up with a patch.
+        ("", "events", "", "patch", "default"),
         ("apps.kruise.io", "clonesets", "", "watch", ""),
         ("apps.kruise.io", "clonesets", "", "patch", "default"),
         ("apps.kruise.io", "clonesets", "status", "patch", "default"),
