@@ -10,7 +10,7 @@
 //! target/release/deps/plan_count-<hash> 10000 steady 200 --time
 //! ```
 //!
-//! Arguments: pods (default 10000), `steady` | `rollout` (default steady), plans (default 1), `--time`,
+//! Arguments: pods (default 10000), `steady` | `rollout` | `inflight` (default steady), plans (default 1), `--time`,
 //! `--raw`. By default `plan()` gets the pod summaries precomputed, as from the controller (they are made
 //! before the plans, outside the measured function). `--raw` plans from the raw pods instead (no summaries:
 //! `plan()` makes them). `--time` times both, and making the summaries of all pods once.
@@ -55,13 +55,14 @@ fn main() {
     let (timed, raw_only) = (flag("--time"), flag("--raw"));
     let mut pos = args.iter().filter(|a| !a.starts_with("--"));
     let n: usize = pos.next().map_or(10_000, |a| a.parse().expect("pods"));
-    let steady = match pos.next().map(String::as_str) {
-        None | Some("steady") => true,
-        Some("rollout") => false,
-        Some(other) => panic!("expected steady or rollout, got {other}"),
+    let case = match pos.next().map(String::as_str) {
+        None | Some("steady") => fixture::Case::Steady,
+        Some("rollout") => fixture::Case::Rollout,
+        Some("inflight") => fixture::Case::InFlight,
+        Some(other) => panic!("expected steady, rollout or inflight, got {other}"),
     };
     let iters: usize = pos.next().map_or(1, |a| a.parse().expect("plans"));
-    let raw = fixture::snapshot(n, steady);
+    let raw = fixture::snapshot(n, case);
     let summarised = fixture::summarised(&raw);
     if !timed {
         let (s, what) = if raw_only {
@@ -73,7 +74,7 @@ fn main() {
         for _ in 0..iters {
             actions = black_box(insitu_core::plan(black_box(s))).actions.len();
         }
-        println!("{n} pods, steady={steady}, {iters} plan(s) {what}, {actions} action(s)");
+        println!("{n} pods, case={case:?}, {iters} plan(s) {what}, {actions} action(s)");
         return;
     }
     let size = std::mem::size_of::<insitu_core::PodSummary>();
@@ -87,7 +88,7 @@ fn main() {
         }
         let (cpu, wall, p) = time(iters, || insitu_core::plan(black_box(s)));
         println!(
-            "{n} pods, steady={steady}, {} action(s), {what}: best batch {cpu:.3} ms CPU, {wall:.3} ms wall per plan",
+            "{n} pods, case={case:?}, {} action(s), {what}: best batch {cpu:.3} ms CPU, {wall:.3} ms wall per plan",
             p.actions.len()
         );
     }

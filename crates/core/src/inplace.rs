@@ -565,6 +565,22 @@ pub fn finish_grace(
 /// `docker.io/library/nginx:1.20.0` for `nginx:1.20.0`. Kruise only adds `:latest`; normalising both sides
 /// keeps every Kruise "equal" equal and also accepts the kubelet's canonical form.
 pub fn normalize_image(image: &str) -> String {
+    let (domain, name, suffix) = normalized_parts(image);
+    [domain, name, suffix].concat()
+}
+
+/// `normalize_image(a) == normalize_image(b)`, without building either string (the completion check
+/// compares every in-flight container).
+pub fn images_equal(a: &str, b: &str) -> bool {
+    fn bytes<'s>((d, n, s): (&'s str, &'s str, &'s str)) -> impl Iterator<Item = u8> + 's {
+        d.bytes().chain(n.bytes()).chain(s.bytes())
+    }
+    let (a, b) = (normalized_parts(a), normalized_parts(b));
+    a.0.len() + a.1.len() + a.2.len() == b.0.len() + b.1.len() + b.2.len() && bytes(a).eq(bytes(b))
+}
+
+/// `normalize_image` in three pieces: the implied domain prefix, the name, and the tag or digest.
+fn normalized_parts(image: &str) -> (&'static str, &str, &str) {
     let (name, suffix) = match image.find('@') {
         Some(i) => (&image[..i], &image[i..]),
         None => {
@@ -578,14 +594,14 @@ pub fn normalize_image(image: &str) -> String {
     let first = name.split('/').next().unwrap_or("");
     let has_domain =
         name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    let full = if has_domain {
-        name.to_string()
+    let domain = if has_domain {
+        ""
     } else if name.contains('/') {
-        format!("docker.io/{name}")
+        "docker.io/"
     } else {
-        format!("docker.io/library/{name}")
+        "docker.io/library/"
     };
-    format!("{full}{suffix}")
+    (domain, name, suffix)
 }
 
 /// Parses the `apps.kruise.io/inplace-update-state` annotation.
@@ -635,7 +651,7 @@ pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(),
         if let Some(old) = last.get(&cs.name) {
             if old.image_id == cs.image_id {
                 let want = spec_images.get(cs.name.as_str()).copied().unwrap_or("");
-                if normalize_image(want) != normalize_image(&cs.image) {
+                if !images_equal(want, &cs.image) {
                     return Err(format!("container {} imageID not changed", cs.name));
                 }
             }
@@ -718,5 +734,21 @@ mod tests {
         );
         assert_eq!(normalize_image("localhost:5000/x"), "localhost:5000/x:latest");
         assert_eq!(normalize_image("a/b@sha256:00"), "docker.io/a/b@sha256:00");
+        for (a, b, eq) in [
+            ("nginx:1.20.0", "docker.io/library/nginx:1.20.0", true),
+            ("nginx", "nginx:latest", true),
+            ("library/nginx", "docker.io/library/nginx:latest", true),
+            ("nginx:1.20.0", "nginx:1.20.1", false),
+            ("a/b@sha256:00", "docker.io/a/b@sha256:00", true),
+            ("localhost:5000/x", "localhost:5000/x:latest", true),
+            ("quay.io/x:1", "docker.io/x:1", false),
+        ] {
+            assert_eq!(images_equal(a, b), eq, "{a} vs {b}");
+            assert_eq!(
+                images_equal(a, b),
+                normalize_image(a) == normalize_image(b),
+                "{a} vs {b}"
+            );
+        }
     }
 }

@@ -21,7 +21,7 @@ use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::sort;
 use crate::status::{self, StatusInput};
-use crate::summary::{self, PodSummary, RevisionKey};
+use crate::summary::{self, InFlight, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
@@ -783,8 +783,8 @@ impl<'a> Planner<'a> {
         let ipu_true = f.ipu_true();
         // In-place Refresh (research §2.5).
         let mut containers_done = true;
-        // Parsed once, shared by the next-batch step and the Updating → Normal check.
-        let mut completed: Option<Result<(), String>> = None;
+        // Whether the containers are done, for the Updating → Normal check (None: not looked at).
+        let mut completed: Option<bool> = None;
         if let Some(g) = f.grace() {
             containers_done = false;
             match inplace::finish_grace(f.pod(), f.revision(), g, f.state(), now) {
@@ -808,35 +808,34 @@ impl<'a> Planner<'a> {
             }
         } else if f.has_state {
             // Pending batches only exist while InPlaceUpdateReady is not True (Kruise sets it True once
-            // every batch is done), so a ready pod outside `Updating` needs no parse (nor a look at the pod).
+            // every batch is done), so a ready pod outside `Updating` needs no look at the state. The
+            // completion check itself was made once per pod version, by the summary.
             let may_change = f.lc == Lc::Updating || !ipu_true;
-            if let Some(state) = may_change.then(|| f.state()).flatten() {
-                match inplace::parse_state(state) {
-                    Ok(st) => {
-                        let done = inplace::containers_completed(f.pod(), &st);
-                        if done.is_ok() && !st.next_container_images.is_empty() {
-                            containers_done = false;
-                            match inplace::next_batch(f.pod(), st, now) {
-                                Ok(m) => {
-                                    self.why(format!(
-                                        "pod {}: previous batch done → next container batch",
-                                        f.name()
-                                    ));
-                                    self.push_update(f, m, UpdateReason::NextBatch);
-                                }
-                                Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name())),
-                            }
-                            completed = Some(Err(
-                                "existing containers to in-place update in next batches".into()
+            let state = may_change.then(|| f.state()).flatten();
+            let in_flight = match (f.in_flight, state) {
+                (InFlight::Unchecked, Some(st)) => InFlight::check(f.pod(), st),
+                (known, _) => known,
+            };
+            match (in_flight, state) {
+                (_, None) | (InFlight::Unchecked, _) => {}
+                (InFlight::Done, _) => completed = Some(true),
+                (InFlight::Waiting | InFlight::Invalid, _) => {
+                    containers_done = false;
+                    completed = Some(false);
+                }
+                (InFlight::NextBatch, Some(st)) => {
+                    containers_done = false;
+                    completed = Some(false);
+                    // Rare (multi-container batches), so the state is parsed again here.
+                    match inplace::parse_state(st).and_then(|st| inplace::next_batch(f.pod(), st, now)) {
+                        Ok(m) => {
+                            self.why(format!(
+                                "pod {}: previous batch done → next container batch",
+                                f.name()
                             ));
-                        } else {
-                            containers_done = done.is_ok();
-                            completed = Some(done);
+                            self.push_update(f, m, UpdateReason::NextBatch);
                         }
-                    }
-                    Err(e) => {
-                        containers_done = false;
-                        completed = Some(Err(e));
+                        Err(e) => self.why(format!("pod {}: next batch waits: {e}", f.name())),
                     }
                 }
             }
@@ -872,7 +871,7 @@ impl<'a> Planner<'a> {
             Lc::PreparingUpdate => f.updated.then(updated_or_normal),
             Lc::Updating => {
                 // Kruise DefaultCheckInPlaceUpdateCompleted: no grace, no pending batch, containers done.
-                let ok = f.grace().is_none() && completed.as_ref().is_none_or(Result::is_ok);
+                let ok = f.grace().is_none() && completed.is_none_or(|done| done);
                 ok.then(updated_or_normal)
             }
             Lc::Updated => {

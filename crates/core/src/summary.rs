@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::inplace;
 use crate::pods::{self, Lc};
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
@@ -66,9 +67,42 @@ pub struct PodSummary {
     /// `grace()` / `state()` are `Some`.
     pub(crate) has_grace: bool,
     pub(crate) has_state: bool,
+    /// Where the in-place update of this pod version stands (see `InFlight`).
+    pub(crate) in_flight: InFlight,
     has_selector: bool,
     /// Whether the selector fingerprinted in `selector` selects the pod.
     selected: bool,
+}
+
+/// Kruise's in-place completion check on this pod version, made once per version (it reads nothing but
+/// the pod) and only where the planner's Refresh step asks for it: a state annotation, no grace period,
+/// and an update that may be in flight (lifecycle `Updating`, or `InPlaceUpdateReady` not True). A plan
+/// with thousands of pods mid-update then parses no JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InFlight {
+    /// Not checked: no state, a grace period, or a settled pod.
+    Unchecked,
+    /// The state annotation does not parse.
+    Invalid,
+    /// Some container recorded in the state has not restarted with its new image yet.
+    Waiting,
+    /// Every container of the last batch is updated and no batch is left.
+    Done,
+    /// The last batch is updated and another batch of containers waits (`nextContainerImages`).
+    NextBatch,
+}
+
+impl InFlight {
+    pub(crate) fn check(pod: &Pod, state: &str) -> InFlight {
+        match inplace::parse_state(state) {
+            Err(_) => InFlight::Invalid,
+            Ok(st) => match inplace::containers_completed(pod, &st) {
+                Err(_) => InFlight::Waiting,
+                Ok(()) if st.next_container_images.is_empty() => InFlight::Done,
+                Ok(()) => InFlight::NextBatch,
+            },
+        }
+    }
 }
 
 /// `*_ns` of an absent time: nanoseconds of a `Timestamp` never reach it (|ns| < 10⁹).
@@ -244,8 +278,7 @@ impl PodSummary {
 
     /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the
     /// keys it knows (a `str` match compares lengths first, so unrelated keys are skipped without touching
-    /// their bytes) and parses nothing (annotations are parsed later, only for pods with an update in
-    /// flight).
+    /// their bytes) and parses only the in-place state of a pod whose update may be in flight (`InFlight`).
     pub(crate) fn build(pod: Arc<Pod>, selector: Option<(&Selector, u64)>) -> Self {
         let meta = &pod.metadata;
         let status = pod.status.as_ref();
@@ -346,6 +379,16 @@ impl PodSummary {
             .is_some_and(|n| !n.is_empty());
         let (ready_since_s, ready_since_ns) = pack(ready_since);
         let (created_s, created_ns) = pack(meta.creation_timestamp.as_ref().map(|t| t.0));
+        // As `grace()` and `state()` read them: the new key first, then the old one, never empty.
+        let has_grace = grace.or(grace_old).is_some_and(|s| !s.is_empty());
+        let state = state.or(state_old).filter(|s| !s.is_empty());
+        let lc = Lc::parse(lifecycle);
+        // The planner's Refresh condition (`Planner::refresh`).
+        let may_change = lc == Lc::Updating || ipu != Some(true);
+        let in_flight = match state {
+            Some(st) if !has_grace && may_change => InFlight::check(&pod, st),
+            _ => InFlight::Unchecked,
+        };
         PodSummary {
             ready_since_s,
             created_s,
@@ -357,7 +400,7 @@ impl PodSummary {
             restarts,
             revision: ShortHash::of(revision),
             name: NamePrefix::of(meta.name.as_deref().unwrap_or("")),
-            lc: Lc::parse(lifecycle),
+            lc,
             phase_ord,
             ipu,
             active,
@@ -370,8 +413,9 @@ impl PodSummary {
             has_template_hash,
             node_assigned,
             has_revision: !revision.is_empty(),
-            has_grace: grace.or(grace_old).is_some_and(|s| !s.is_empty()),
-            has_state: state.or(state_old).is_some_and(|s| !s.is_empty()),
+            has_grace,
+            has_state: state.is_some(),
+            in_flight,
             selected,
             pod,
         }
