@@ -13,7 +13,7 @@ use insitu_api::keys::{self, events as ev};
 use insitu_api::{CloneSet, inplace::InPlaceUpdateState};
 use insitu_core::plan::UpdateReason;
 use insitu_core::readiness;
-use insitu_core::{Action, Plan, PodMutation};
+use insitu_core::{Action, PackedPod, Plan, PodMutation};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -223,7 +223,7 @@ struct Exec<'a> {
     /// Pods as our own writes of this round returned them: the next action of a pod's chain starts from
     /// here when the cache has not caught up yet (else e.g. the pod PUT right after the
     /// InPlaceUpdateReady=False status write would always be refused with 409 and need a re-read).
-    written: Mutex<HashMap<String, Arc<Pod>>>,
+    written: Mutex<HashMap<String, Arc<PackedPod>>>,
 }
 
 impl Exec<'_> {
@@ -245,12 +245,13 @@ impl Exec<'_> {
         self.ctx.events.emit(self.cs, severity, reason, message);
     }
 
-    /// The cached pod, if it is still the one the plan was made for; our own newer write of it, if any.
-    fn cached(&self, name: &str, uid: &str) -> Option<Arc<Pod>> {
+    /// The cached pod (unpacked), if it is still the one the plan was made for; our own newer write of it,
+    /// if any.
+    fn cached(&self, name: &str, uid: &str) -> Option<Pod> {
         let cache = self
             .ctx
             .pods
-            .get(&ObjectRef::<Pod>::new(name).within(&self.ns))
+            .get(&ObjectRef::<PackedPod>::new(name).within(&self.ns))
             .filter(|p| p.metadata.uid.as_deref() == Some(uid));
         let ours = self
             .written
@@ -259,22 +260,21 @@ impl Exec<'_> {
             .get(name)
             .filter(|p| p.metadata.uid.as_deref() == Some(uid))
             .cloned();
-        match (cache, ours) {
-            (Some(c), Some(o)) if pod_version(&o) > pod_version(&c) => Some(o),
+        let newest = match (cache, ours) {
+            (Some(c), Some(o)) if pod_version(&o.metadata) > pod_version(&c.metadata) => Some(o),
             (None, Some(o)) => Some(o),
             (c, _) => c,
-        }
+        };
+        newest.map(|p| p.unpack())
     }
 
-    /// Remembers a pod as one of our writes returned it (lean, like the cache).
+    /// Remembers a pod as one of our writes returned it (packed, like the cache).
     fn remember(&self, pod: &Pod) {
         if let Some(name) = &pod.metadata.name {
-            let mut pod = pod.clone();
-            pod.metadata.managed_fields = None;
             self.written
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(name.clone(), Arc::new(pod));
+                .insert(name.clone(), Arc::new(PackedPod::pack(pod.clone())));
         }
     }
 
@@ -534,7 +534,7 @@ impl Exec<'_> {
                     .unwrap_or_default();
                 match (result, reason) {
                     (Ok(p), r) => {
-                        self.expect(Expect::PodVersion(pod.clone(), pod_version(&p)));
+                        self.expect(Expect::PodVersion(pod.clone(), pod_version(&p.metadata)));
                         self.remember(&p);
                         if *r == UpdateReason::Recreate {
                             m.recreate_update
@@ -660,7 +660,7 @@ impl Exec<'_> {
         };
         let api = self.pods();
         let mut pod = match self.cached(name, uid) {
-            Some(p) => (*p).clone(),
+            Some(p) => p,
             None => api
                 .get(name)
                 .await
@@ -687,7 +687,10 @@ impl Exec<'_> {
             };
             match result {
                 Ok(written) => {
-                    self.expect(Expect::PodVersion(name.to_string(), pod_version(&written)));
+                    self.expect(Expect::PodVersion(
+                        name.to_string(),
+                        pod_version(&written.metadata),
+                    ));
                     self.remember(&written);
                     return Ok(written);
                 }

@@ -8,8 +8,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use insitu_core::PackedPod;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -51,7 +53,7 @@ pub enum Check {
 /// The reflector stores expectations are checked against.
 #[derive(Clone, Copy)]
 pub struct Caches<'a> {
-    pub pods: &'a Store<Pod>,
+    pub pods: &'a Store<PackedPod>,
     pub revisions: &'a Store<ControllerRevision>,
     pub pvcs: &'a Store<PersistentVolumeClaim>,
 }
@@ -92,7 +94,11 @@ impl Expectations {
         let Some(pending) = map.get_mut(key) else {
             return Check::Satisfied;
         };
-        let pod = |name: &str| caches.pods.get(&ObjectRef::<Pod>::new(name).within(namespace));
+        let pod = |name: &str| {
+            caches
+                .pods
+                .get(&ObjectRef::<PackedPod>::new(name).within(namespace))
+        };
         let pvc = |name: &str| {
             caches
                 .pvcs
@@ -139,8 +145,8 @@ impl Expectations {
 }
 
 /// The resourceVersion of a written pod as a number (Kruise compares them numerically).
-pub fn pod_version(pod: &Pod) -> u64 {
-    rv_of(pod.resource_version().as_ref())
+pub fn pod_version(pod: &ObjectMeta) -> u64 {
+    rv_of(pod.resource_version.as_ref())
 }
 
 /// The resourceVersion of a written PVC as a number.

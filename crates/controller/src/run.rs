@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use insitu_api::CloneSet;
+use insitu_core::PackedPod;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -56,7 +57,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let clonesets: Api<CloneSet> = api(&client, &config.namespace);
-    let pods: Api<Pod> = api(&client, &config.namespace);
+    // Pods are cached packed (`PackedPod`): what a plan reads of every pod is in its summary and metadata.
+    let pods: Api<PackedPod> = api(&client, &config.namespace);
     let revisions: Api<ControllerRevision> = api(&client, &config.namespace);
     let pvcs: Api<PersistentVolumeClaim> = api(&client, &config.namespace);
 

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use insitu_api::CloneSet;
 use insitu_core::snapshot::NodeLabels;
 use insitu_core::summary::Summariser;
-use insitu_core::{PodSummary, Snapshot};
+use insitu_core::{PodRef, PodSummary, Snapshot};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -57,7 +57,7 @@ pub struct Refreshed {
     pub made: usize,
 }
 
-fn address(p: &Arc<Pod>) -> usize {
+fn address<K>(p: &Arc<K>) -> usize {
     Arc::as_ptr(p) as usize
 }
 
@@ -65,12 +65,15 @@ impl SummaryCache {
     /// The summaries of the pods of `cs` among `all` (those `owned` accepts), sorted by name. A pod whose
     /// `Arc` was summarised for `cs` last time is taken as owned without a look at it (same `Arc`, same
     /// pod version, same owner).
-    pub fn refresh(
+    pub fn refresh<K>(
         &self,
         cs: &CloneSet,
-        all: &[Arc<Pod>],
-        owned: impl Fn(&Pod) -> bool,
-    ) -> (Arc<Vec<PodSummary>>, Refreshed) {
+        all: &[Arc<K>],
+        owned: impl Fn(&K) -> bool,
+    ) -> (Arc<Vec<PodSummary>>, Refreshed)
+    where
+        Arc<K>: Into<PodRef>,
+    {
         let uid = cs.uid().unwrap_or_default();
         let summariser = Summariser::new(&cs.spec.selector);
         let fingerprint = summariser.fingerprint();
@@ -87,7 +90,7 @@ impl SummaryCache {
         let mut fresh: Vec<PodSummary> = Vec::new();
         for p in all {
             if let Some(&i) = entry.index.get(&address(p))
-                && Arc::ptr_eq(entry.summaries[i].pod_arc(), p)
+                && entry.summaries[i].pod_ref().addr() == address(p)
             {
                 kept[i] = true;
             } else if owned(p) {
@@ -114,7 +117,7 @@ impl SummaryCache {
             entry.index = merged
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (address(s.pod_arc()), i))
+                .map(|(i, s)| (s.pod_ref().addr(), i))
                 .collect();
             entry.summaries = Arc::new(merged);
         }
@@ -156,8 +159,6 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
             .get(&ObjectRef::new(name).within(ns))
             .is_some_and(|c| c.metadata.uid.as_deref() == Some(uid))
     });
-    // In the summaries' (name) order: `plan()` uses summaries that line up with `pods`.
-    let pods: Vec<Arc<Pod>> = summaries.iter().map(|s| s.pod_arc().clone()).collect();
     let revisions: Vec<Arc<ControllerRevision>> = ctx
         .revisions
         .state()
@@ -166,7 +167,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
             r.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(r.owner_references(), &uid)
         })
         .collect();
-    let nodes = node_labels(ctx, &cs, &pods);
+    let nodes = node_labels(ctx, &cs, &summaries);
     // Kruise getOwnedPVCs: any ownerReference with the CloneSet's UID (its field index), no deletionTimestamp.
     let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
         .pvcs
@@ -178,9 +179,10 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
                 && c.owner_references().iter().any(|r| r.uid == uid)
         })
         .collect();
+    // The summaries stand for the pods (packed in the cache, decoded only for the pods a plan acts on).
     Snapshot {
         cloneset: cs,
-        pods,
+        pods: Vec::new(),
         summaries: Some(summaries),
         revisions,
         pvcs,
@@ -191,7 +193,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
 }
 
 /// Labels of the pods' nodes, only when the template has topologySpreadConstraints (the only reader).
-fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[Arc<Pod>]) -> NodeLabels {
+fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[PodSummary]) -> NodeLabels {
     let spread = cs
         .spec
         .template
@@ -204,9 +206,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[Arc<Pod>]) -> NodeLabels {
         return out;
     }
     for p in pods {
-        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-            continue;
-        };
+        let node = p.node();
         if node.is_empty() || out.contains_key(node) {
             continue;
         }
@@ -221,6 +221,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[Arc<Pod>]) -> NodeLabels {
 mod tests {
     use super::*;
     use insitu_core::summary::selector_fingerprint;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     fn cloneset() -> CloneSet {
@@ -260,7 +261,7 @@ mod tests {
     fn same_plan(cs: &CloneSet, summaries: &Arc<Vec<PodSummary>>) {
         let snap = Snapshot {
             cloneset: Arc::new(cs.clone()),
-            pods: summaries.iter().map(|s| s.pod_arc().clone()).collect(),
+            pods: summaries.iter().map(|s| Arc::new(s.pod().into_owned())).collect(),
             summaries: Some(summaries.clone()),
             revisions: vec![],
             pvcs: vec![],
@@ -272,7 +273,12 @@ mod tests {
             summaries: None,
             ..snap.clone()
         };
-        assert_eq!(insitu_core::plan(&snap), insitu_core::plan(&raw));
+        // As the controller plans: the summaries alone.
+        let lean = Snapshot {
+            pods: Vec::new(),
+            ..snap.clone()
+        };
+        assert_eq!(insitu_core::plan(&lean), insitu_core::plan(&raw));
     }
 
     #[test]
@@ -310,7 +316,7 @@ mod tests {
         let (s3, r) = cache.refresh(&cs, &all, owned_by_cs);
         assert_eq!(r, Refreshed { reused: 2, made: 3 });
         assert_eq!(names(&s3), ["web-a", "web-b", "web-bb", "web-c", "web-e"]);
-        assert!(Arc::ptr_eq(s3[3].pod_arc(), &all[old_c]));
+        assert_eq!(s3[3].pod_ref().addr(), Arc::as_ptr(&all[old_c]) as usize);
         // The previous snapshot still holds its summaries: they are copied, not taken.
         assert_eq!(names(&s2), ["web-a", "web-b", "web-c", "web-d"]);
         same_plan(&cs, &s3);

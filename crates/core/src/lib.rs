@@ -9,6 +9,7 @@ pub mod gates;
 pub mod gojson;
 pub mod inplace;
 pub mod input;
+pub mod packed;
 pub mod plan;
 pub mod planner;
 pub mod pods;
@@ -21,7 +22,8 @@ pub mod status;
 pub mod summary;
 
 pub use gates::FeatureGates;
+pub use packed::PackedPod;
 pub use plan::{Action, Budget, Plan, PodMutation, UpdateReason};
 pub use planner::plan;
 pub use snapshot::Snapshot;
-pub use summary::PodSummary;
+pub use summary::{PodRef, PodSummary};

@@ -9,7 +9,8 @@ use std::time::Duration;
 use insitu_api::validation::format_selector;
 use insitu_api::{CloneSet, CloneSetUpdateStrategyType, LifecycleHook, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::budget::{self, DiffPod, Unavailable};
@@ -51,10 +52,10 @@ struct Planner<'a> {
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
-pub fn is_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
+pub fn is_hooked(hook: Option<&LifecycleHook>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
-    let labels = pod.metadata.labels.as_ref();
-    let fins = pod.metadata.finalizers.as_deref().unwrap_or_default();
+    let labels = pod.labels.as_ref();
+    let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().any(|f| fins.contains(f))
         || h.labels_handler
             .iter()
@@ -62,10 +63,10 @@ pub fn is_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
 }
 
 /// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
-pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: &Pod) -> bool {
+pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
-    let labels = pod.metadata.labels.as_ref();
-    let fins = pod.metadata.finalizers.as_deref().unwrap_or_default();
+    let labels = pod.labels.as_ref();
+    let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().all(|f| fins.contains(f))
         && h.labels_handler
             .iter()
@@ -108,7 +109,7 @@ impl<'a> Planner<'a> {
 
     /// Kruise markPodNotReady on a move to a Preparing state: KruisePodReady False first, then the label.
     fn mark_not_ready(&mut self, f: &PodFacts, to: Lc) {
-        if let Some(a) = readiness::reconcile(self.cs, f.pod(), f.name(), f.uid(), to) {
+        if let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), to) {
             self.plan.actions.push(a);
         }
     }
@@ -117,7 +118,7 @@ impl<'a> Planner<'a> {
     /// owned PVC stays in play, so a pod that vanished gets its claims back. With `disablePVCReuse`, a PVC of
     /// an inactive pod (Succeeded, Failed or deleting) is handed over to that pod, so it goes away with it,
     /// and a PVC of no pod at all is deleted; only PVCs of active pods stay in play.
-    fn pvcs_in_play(&mut self) {
+    fn pvcs_in_play(&mut self, all: &[PodSummary]) {
         let live: Vec<&'a PersistentVolumeClaim> = self
             .s
             .pvcs
@@ -137,16 +138,16 @@ impl<'a> Planner<'a> {
         }
         // Kruise looks at every owned pod here, before claimPods drops those the selector no longer matches.
         let mut active: HashSet<&str> = HashSet::new();
-        let mut inactive: HashMap<&str, &Pod> = HashMap::new();
-        for p in &self.s.pods {
-            let id = pods::instance_id(&p.metadata);
+        let mut inactive: HashMap<&str, &ObjectMeta> = HashMap::new();
+        for p in all {
+            let id = pods::instance_id(p.meta());
             if id.is_empty() {
                 continue;
             }
-            if pods::is_active(p) {
+            if p.active() {
                 active.insert(id);
             } else {
-                inactive.insert(id, p);
+                inactive.insert(id, p.meta());
             }
         }
         let mut live = live;
@@ -159,7 +160,7 @@ impl<'a> Planner<'a> {
             if active.contains(id) {
                 kept.push(pvc);
             } else if let Some(pod) = inactive.get(id) {
-                let pod_name = pod.metadata.name.clone().unwrap_or_default();
+                let pod_name = pod.name.clone().unwrap_or_default();
                 self.why(format!(
                     "disablePVCReuse: PVC {name} belongs to inactive pod {pod_name} → owned by that pod from now on"
                 ));
@@ -167,7 +168,7 @@ impl<'a> Planner<'a> {
                     name,
                     uid,
                     pod: pod_name,
-                    pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+                    pod_uid: pod.uid.clone().unwrap_or_default(),
                 });
             } else {
                 self.why(format!("disablePVCReuse: PVC {name} has no pod → delete"));
@@ -229,8 +230,32 @@ impl<'a> Planner<'a> {
         let spec = &cs.spec;
         let now = self.s.now;
 
+        let selector = Selector::new(&spec.selector);
+        let fingerprint = summary::selector_fingerprint(&spec.selector);
+        // The caller's summaries when they are the pods (`pods` empty) or those of `pods` (see
+        // `Snapshot::summaries`), else made here (one pass per pod: summary and selector check together,
+        // see PodSummary::build).
+        let made: Vec<PodSummary>;
+        let summaries: &[PodSummary] = match self.s.summaries.as_deref() {
+            Some(v) if self.s.pods.is_empty() => v,
+            Some(v)
+                if v.len() == self.s.pods.len()
+                    && v.iter().zip(&self.s.pods).all(|(s, p)| s.pod_ref().is(p)) =>
+            {
+                v
+            }
+            _ => {
+                made = self
+                    .s
+                    .pods
+                    .iter()
+                    .map(|p| PodSummary::build(p.clone().into(), Some((&selector, fingerprint))))
+                    .collect();
+                &made
+            }
+        };
         // PVCs first, as Kruise cleans them up before it looks at revisions.
-        self.pvcs_in_play();
+        self.pvcs_in_play(summaries);
 
         // Revisions (Kruise getActiveRevisions).
         let revs = revision::active_revisions(cs, &self.s.revisions);
@@ -247,30 +272,6 @@ impl<'a> Planner<'a> {
             .as_ref()
             .map(|s| s.pods_to_delete.iter().map(String::as_str).collect())
             .unwrap_or_default();
-        let selector = Selector::new(&spec.selector);
-        let fingerprint = summary::selector_fingerprint(&spec.selector);
-        // The caller's summaries when they are those of `pods` (see `Snapshot::summaries`), else made here
-        // (one pass per pod: summary and selector check together, see PodSummary::build).
-        let made: Vec<PodSummary>;
-        let summaries: &[PodSummary] = match self.s.summaries.as_deref() {
-            Some(v)
-                if v.len() == self.s.pods.len()
-                    && v.iter()
-                        .zip(&self.s.pods)
-                        .all(|(s, p)| Arc::ptr_eq(s.pod_arc(), p)) =>
-            {
-                v
-            }
-            _ => {
-                made = self
-                    .s
-                    .pods
-                    .iter()
-                    .map(|p| PodSummary::build(p.clone(), Some((&selector, fingerprint))))
-                    .collect();
-                &made
-            }
-        };
         let ctx = FactsContext {
             now,
             min_ready_seconds: spec.min_ready_seconds(),
@@ -286,7 +287,7 @@ impl<'a> Planner<'a> {
             // Kruise claimPods. A summary made for another selector (or none) cannot say: read the labels.
             let selected = sm
                 .selected_by(fingerprint)
-                .unwrap_or_else(|| selector.matches(sm.pod().metadata.labels.as_ref()));
+                .unwrap_or_else(|| selector.matches(sm.meta().labels.as_ref()));
             if !selected {
                 released += 1;
                 continue;
@@ -320,7 +321,14 @@ impl<'a> Planner<'a> {
         if deleting {
             self.why("CloneSet is being deleted: no scale, no update");
         } else {
-            let scaled = self.scale(&facts, &revs.current, &revs.update, &current_name, &update_name);
+            let scaled = self.scale(
+                summaries,
+                &facts,
+                &revs.current,
+                &revs.update,
+                &current_name,
+                &update_name,
+            );
             if scaled {
                 self.why("scaling this round: update waits for the next round (Kruise: never both)");
             } else {
@@ -376,7 +384,7 @@ impl<'a> Planner<'a> {
         // Kruise truncateHistory.
         let hist = revision::truncate_history(
             &revs.all,
-            &self.s.pods,
+            summaries.iter().map(PodSummary::meta),
             &current_name,
             &update_name,
             spec.revision_history_limit(),
@@ -429,7 +437,7 @@ impl<'a> Planner<'a> {
             .and_then(|l| l.pre_delete.as_ref());
         let mut modified = false;
         for f in victims {
-            if is_hooked(hook, f.pod()) {
+            if is_hooked(hook, f.meta()) {
                 if f.lc != Lc::PreparingDelete {
                     self.why(format!(
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
@@ -450,7 +458,7 @@ impl<'a> Planner<'a> {
             });
             modified = true;
             // Kruise deletePods: the pod's PVCs (same instance-id) go with it.
-            let id = pods::instance_id(&f.pod().metadata);
+            let id = pods::instance_id(f.meta());
             if id.is_empty() {
                 continue;
             }
@@ -476,6 +484,7 @@ impl<'a> Planner<'a> {
     /// Kruise `Scale` (research §3.6). Returns true when it planned any write.
     fn scale(
         &mut self,
+        all: &[PodSummary],
         facts: &[PodFacts],
         current: &ControllerRevision,
         update: &ControllerRevision,
@@ -557,13 +566,11 @@ impl<'a> Planner<'a> {
                 ));
                 return false;
             }
-            let taken: HashSet<String> = self
-                .s
-                .pods
+            let taken: HashSet<String> = all
                 .iter()
-                .filter_map(|p| pods::label(p, keys::INSTANCE_ID_LABEL).map(str::to_string))
-                .chain(self.s.pods.iter().filter_map(|p| {
-                    let name = p.metadata.name.as_deref()?;
+                .filter_map(|p| pods::meta_label(p.meta(), keys::INSTANCE_ID_LABEL).map(str::to_string))
+                .chain(all.iter().filter_map(|p| {
+                    let name = p.meta().name.as_deref()?;
                     let cs_name = cs.metadata.name.as_deref()?;
                     name.strip_prefix(cs_name)?.strip_prefix('-').map(str::to_string)
                 }))
@@ -573,13 +580,10 @@ impl<'a> Planner<'a> {
                 cs.metadata.uid.as_deref().unwrap_or_default(),
                 cs.metadata.name.as_deref().unwrap_or_default(),
                 self.s.now.as_nanosecond(),
-                self.s.pods.len()
+                all.len()
             );
             // Kruise getOrGenAvailableIDs: ids of PVCs no active pod uses come back first.
-            let active_ids: HashSet<&str> = facts
-                .iter()
-                .map(|f| pods::instance_id(&f.pod().metadata))
-                .collect();
+            let active_ids: HashSet<&str> = facts.iter().map(|f| pods::instance_id(f.meta())).collect();
             let pvc_ids: BTreeSet<&str> = self
                 .pvcs
                 .iter()
@@ -592,12 +596,7 @@ impl<'a> Planner<'a> {
             // triggers the next round).
             let cs_name = cs.metadata.name.as_deref().unwrap_or_default();
             let busy: HashSet<&str> = if pvc_ids.iter().any(|id| !active_ids.contains(id)) {
-                let names: HashSet<&str> = self
-                    .s
-                    .pods
-                    .iter()
-                    .filter_map(|p| p.metadata.name.as_deref())
-                    .collect();
+                let names: HashSet<&str> = all.iter().map(PodSummary::name).collect();
                 pvc_ids
                     .iter()
                     .copied()
@@ -787,7 +786,7 @@ impl<'a> Planner<'a> {
         let mut completed: Option<bool> = None;
         if let Some(g) = f.grace() {
             containers_done = false;
-            match inplace::finish_grace(f.pod(), f.revision(), g, f.state(), now) {
+            match inplace::finish_grace(&f.pod(), f.revision(), g, f.state(), now) {
                 Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
                     self.why(format!(
@@ -813,7 +812,7 @@ impl<'a> Planner<'a> {
             let may_change = f.lc == Lc::Updating || !ipu_true;
             let state = may_change.then(|| f.state()).flatten();
             let in_flight = match (f.in_flight, state) {
-                (InFlight::Unchecked, Some(st)) => InFlight::check(f.pod(), st),
+                (InFlight::Unchecked, Some(st)) => InFlight::check(&f.pod(), st),
                 (known, _) => known,
             };
             match (in_flight, state) {
@@ -827,7 +826,7 @@ impl<'a> Planner<'a> {
                     containers_done = false;
                     completed = Some(false);
                     // Rare (multi-container batches), so the state is parsed again here.
-                    match inplace::parse_state(st).and_then(|st| inplace::next_batch(f.pod(), st, now)) {
+                    match inplace::parse_state(st).and_then(|st| inplace::next_batch(&f.pod(), st, now)) {
                         Ok(m) => {
                             self.why(format!(
                                 "pod {}: previous batch done → next container batch",
@@ -852,7 +851,7 @@ impl<'a> Planner<'a> {
         let lc = self.cs.spec.lifecycle.as_ref();
         let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
         let updated_or_normal = || {
-            if lc.is_some() && !is_all_hooked(ipu_hook, f.pod()) {
+            if lc.is_some() && !is_all_hooked(ipu_hook, f.meta()) {
                 keys::lifecycle::UPDATED
             } else {
                 keys::lifecycle::NORMAL
@@ -862,7 +861,7 @@ impl<'a> Planner<'a> {
             Lc::PreparingNormal => {
                 // Kruise v1.9 (#1485): without a preNormal hook, wait until the pod is scheduled.
                 let ok = match lc.and_then(|l| l.pre_normal.as_ref()) {
-                    Some(h) => is_all_hooked(Some(h), f.pod()),
+                    Some(h) => is_all_hooked(Some(h), f.meta()),
                     None => f.node_assigned,
                 };
                 ok.then_some(keys::lifecycle::NORMAL)
@@ -875,7 +874,7 @@ impl<'a> Planner<'a> {
                 ok.then(updated_or_normal)
             }
             Lc::Updated => {
-                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.pod())).then_some(keys::lifecycle::NORMAL)
+                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.meta())).then_some(keys::lifecycle::NORMAL)
             }
             _ => None,
         };
@@ -883,7 +882,7 @@ impl<'a> Planner<'a> {
         // (`readiness::reconcile` does nothing for a pod without the KruisePodReady gate.)
         if (f.has_kruise_ready || self.mark_not_ready) && f.has_kruise_gate {
             let target = next_state.map_or(f.lc, Lc::parse);
-            if let Some(a) = readiness::reconcile(self.cs, f.pod(), f.name(), f.uid(), target) {
+            if let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), target) {
                 self.why(format!(
                     "pod {}: KruisePodReady follows lifecycle {target:?}",
                     f.name()
@@ -1088,7 +1087,7 @@ impl<'a> Planner<'a> {
                     };
                     let t = t.map(|spec| {
                         let tpl = StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now);
-                        let shared = tpl.same_for_every_pod().then(|| tpl.mutation(f.pod()));
+                        let shared = tpl.same_for_every_pod().then(|| tpl.mutation(&f.pod()));
                         Start { tpl, shared }
                     });
                     ctx.cache.push((key, t));
@@ -1101,7 +1100,7 @@ impl<'a> Planner<'a> {
                     let hook = lc.and_then(|l| l.in_place_update.as_ref());
                     match f.lc {
                         Lc::None | Lc::PreparingNormal | Lc::Normal => {
-                            if is_hooked(hook, f.pod()) {
+                            if is_hooked(hook, f.meta()) {
                                 self.why(format!(
                                     "pod {}: inPlaceUpdate hook present → PreparingUpdate",
                                     f.name()
@@ -1129,7 +1128,7 @@ impl<'a> Planner<'a> {
                             return Ok(());
                         }
                         Lc::PreparingUpdate => {
-                            if is_hooked(hook, f.pod()) {
+                            if is_hooked(hook, f.meta()) {
                                 self.why(format!(
                                     "pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook",
                                     f.name()
@@ -1145,7 +1144,7 @@ impl<'a> Planner<'a> {
                     }
                     let m = match &start.shared {
                         Some(m) => m.clone(),
-                        None => start.tpl.mutation(f.pod()),
+                        None => start.tpl.mutation(&f.pod()),
                     };
                     if f.has_gate() {
                         self.plan.actions.push(Action::SetInPlaceUpdateReady {
@@ -1172,7 +1171,7 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        if pods::label(f.pod(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
+        if pods::meta_label(f.meta(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
         ctx.recreate.push(f.name());

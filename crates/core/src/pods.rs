@@ -1,5 +1,6 @@
 //! Per-plan pod facts (availability, deletion, revision) from pod summaries, and pod construction.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Deref;
 
@@ -51,7 +52,11 @@ pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
 }
 
 pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+    meta_label(&pod.metadata, key)
+}
+
+pub fn meta_label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
@@ -157,9 +162,14 @@ impl<'a> PodFacts<'a> {
         }
     }
 
-    /// The pod (for as long as the summary is borrowed, unlike through `Deref`).
-    pub fn pod(&self) -> &'a Pod {
+    /// The pod whole (decoded if the cache keeps it packed: only for the pods a plan acts on).
+    pub fn pod(&self) -> Cow<'a, Pod> {
         self.summary.pod()
+    }
+
+    /// The pod's metadata (for as long as the summary is borrowed, unlike through `Deref`).
+    pub fn meta(&self) -> &'a ObjectMeta {
+        self.summary.meta()
     }
 
     /// `metadata.name` (`""` when absent).

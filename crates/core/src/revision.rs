@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use insitu_api::{CloneSet, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Map, Value};
@@ -268,9 +268,9 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
 
 /// Kruise `truncateHistory`: delete the oldest non-live revisions beyond `revisionHistoryLimit`. A revision
 /// is live when it is current, update, or named by some pod's `controller-revision-hash` (full or short).
-pub fn truncate_history(
+pub fn truncate_history<'p>(
     all: &[Arc<ControllerRevision>],
-    pods: &[Arc<Pod>],
+    pods: impl IntoIterator<Item = &'p ObjectMeta>,
     current: &str,
     update: &str,
     limit: i32,
@@ -288,7 +288,6 @@ pub fn truncate_history(
     let mut referenced: Vec<bool> = vec![false; candidates.len()];
     for p in pods {
         let Some(h) = p
-            .metadata
             .labels
             .as_ref()
             .and_then(|l| l.get(keys::CONTROLLER_REVISION_HASH_LABEL))

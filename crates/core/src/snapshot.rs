@@ -14,11 +14,14 @@ use crate::{FeatureGates, PodSummary};
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub cloneset: Arc<CloneSet>,
-    /// Pods whose controller ownerReference is this CloneSet (active and inactive).
+    /// Pods whose controller ownerReference is this CloneSet (active and inactive). Empty when
+    /// `summaries` stand for them.
     pub pods: Vec<Arc<Pod>>,
-    /// `PodSummary` of each pod, in the order of `pods`, when the caller keeps them (the controller
-    /// refreshes one only when its pod changes). `None`, a different length, or a summary of another `Arc`
-    /// than `pods[i]`: `plan()` summarises the pods itself. Same plan either way, only slower.
+    /// `PodSummary` of each pod, when the caller keeps them (the controller refreshes one only when its
+    /// pod changes). With `pods` empty they are the pods (the controller's lean cache: summaries of
+    /// `PackedPod`s, decoded only for the pods a plan acts on). Otherwise they are used when they are, in
+    /// order, summaries of the very `Arc`s in `pods`; if not (`None`, another length, another `Arc`),
+    /// `plan()` summarises `pods` itself. Same plan every way, only slower.
     pub summaries: Option<Arc<Vec<PodSummary>>>,
     /// ControllerRevisions owned by this CloneSet (or matching its selector and unowned).
     pub revisions: Vec<Arc<ControllerRevision>>,

@@ -267,7 +267,7 @@ impl<'a> Priority<'a> {
     }
 
     fn key(&self, p: &PodFacts) -> (i64, i64) {
-        let labels = p.pod().metadata.labels.as_ref();
+        let labels = p.meta().labels.as_ref();
         if !self.weights.is_empty() {
             let w: i64 = self
                 .weights
@@ -361,8 +361,7 @@ fn scatter_terms(facts: &[PodFacts], idx: &[usize], terms: &[UpdateScatterTerm])
 }
 
 fn scatter_match(f: &PodFacts, t: &UpdateScatterTerm) -> bool {
-    f.pod()
-        .metadata
+    f.meta()
         .labels
         .as_ref()
         .and_then(|l| l.get(&t.key))

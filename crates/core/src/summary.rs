@@ -7,24 +7,83 @@
 //! version changes — into about two cache lines. The plan then reads the summaries, a contiguous array,
 //! and goes to the `Pod` only for the pods it sorts or acts on.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::inplace;
+use crate::packed::PackedPod;
 use crate::pods::{self, Lc};
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
+
+/// The pod a summary describes: a whole `Pod`, or a `PackedPod` (metadata at hand, spec and status decoded
+/// when asked for), as a controller's lean cache keeps them.
+#[derive(Clone, Debug)]
+pub enum PodRef {
+    Full(Arc<Pod>),
+    Packed(Arc<PackedPod>),
+}
+
+impl PodRef {
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            PodRef::Full(p) => &p.metadata,
+            PodRef::Packed(p) => &p.metadata,
+        }
+    }
+
+    /// The pod whole: borrowed, or decoded for the caller.
+    pub fn pod(&self) -> Cow<'_, Pod> {
+        match self {
+            PodRef::Full(p) => Cow::Borrowed(p),
+            PodRef::Packed(p) => Cow::Owned(p.unpack()),
+        }
+    }
+
+    /// The address of the shared pod version: equal for clones of one `Arc`, and not reused while it lives.
+    pub fn addr(&self) -> usize {
+        match self {
+            PodRef::Full(p) => Arc::as_ptr(p) as usize,
+            PodRef::Packed(p) => Arc::as_ptr(p) as usize,
+        }
+    }
+
+    /// Whether this is `pod` (the same `Arc`).
+    pub fn is(&self, pod: &Arc<Pod>) -> bool {
+        matches!(self, PodRef::Full(p) if Arc::ptr_eq(p, pod))
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        match self {
+            PodRef::Full(p) => p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            PodRef::Packed(p) => p.node_name(),
+        }
+    }
+}
+
+impl From<Arc<Pod>> for PodRef {
+    fn from(p: Arc<Pod>) -> Self {
+        PodRef::Full(p)
+    }
+}
+
+impl From<Arc<PackedPod>> for PodRef {
+    fn from(p: Arc<PackedPod>) -> Self {
+        PodRef::Packed(p)
+    }
+}
 
 /// The pod-intrinsic facts of one pod version (see the module doc). Build with `PodSummary::new` or
 /// `PodSummary::with_selector`; it holds the pod, so it stays valid for as long as it is kept.
 #[derive(Clone, Debug)]
 pub struct PodSummary {
-    pod: Arc<Pod>,
+    pod: PodRef,
     /// lastTransitionTime of `Ready` when True, and creationTimestamp: see `ready_since()`, `created()`.
     /// Two `Option<Timestamp>` would take 48 bytes; split into seconds and nanoseconds, 24.
     ready_since_s: i64,
@@ -175,7 +234,7 @@ impl<'a> RevisionKey<'a> {
 
 /// Pod names of this length or less (a multiple of 8, see `name_cmp`) are held whole (a CloneSet's pods are `<name>-<5 chars>`); longer
 /// ones by their first bytes, which decide most comparisons anyway.
-const NAME_INLINE: usize = 40;
+const NAME_INLINE: usize = 32;
 const _: () = assert!(NAME_INLINE.is_multiple_of(8));
 
 #[derive(Clone, Copy, Debug)]
@@ -251,37 +310,43 @@ impl<'a> Summariser<'a> {
         self.fingerprint
     }
 
-    pub fn summarise(&self, pod: Arc<Pod>) -> PodSummary {
-        PodSummary::build(pod, Some((&self.selector, self.fingerprint)))
+    pub fn summarise(&self, pod: impl Into<PodRef>) -> PodSummary {
+        PodSummary::build(pod.into(), Some((&self.selector, self.fingerprint)))
     }
 }
 
 /// The value of annotation `key`, else of `old`, when not empty (Kruise reads the new key first).
-fn annotation_or_old<'p>(pod: &'p Pod, key: &str, old: &str) -> Option<&'p str> {
-    pods::annotation(pod, key)
-        .or_else(|| pods::annotation(pod, old))
+fn annotation_or_old<'p>(meta: &'p ObjectMeta, key: &str, old: &str) -> Option<&'p str> {
+    let annotations = meta.annotations.as_ref()?;
+    annotations
+        .get(key)
+        .or_else(|| annotations.get(old))
+        .map(String::as_str)
         .filter(|s| !s.is_empty())
 }
 
 impl PodSummary {
     /// The summary of `pod`, without a selector answer (the planner then reads the labels for it).
-    pub fn new(pod: Arc<Pod>) -> Self {
-        Self::build(pod, None)
+    pub fn new(pod: impl Into<PodRef>) -> Self {
+        Self::build(pod.into(), None)
     }
 
     /// The summary of `pod`, also recording whether `selector` selects it (what a controller that knows
     /// the owning CloneSet builds: its selector cannot change, so the answer holds for the pod version).
     /// For many pods, `Summariser` prepares the selector once.
-    pub fn with_selector(pod: Arc<Pod>, selector: &LabelSelector) -> Self {
+    pub fn with_selector(pod: impl Into<PodRef>, selector: &LabelSelector) -> Self {
         Summariser::new(selector).summarise(pod)
     }
 
     /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the
     /// keys it knows (a `str` match compares lengths first, so unrelated keys are skipped without touching
     /// their bytes) and parses only the in-place state of a pod whose update may be in flight (`InFlight`).
-    pub(crate) fn build(pod: Arc<Pod>, selector: Option<(&Selector, u64)>) -> Self {
-        let meta = &pod.metadata;
-        let status = pod.status.as_ref();
+    pub(crate) fn build(pod: PodRef, selector: Option<(&Selector, u64)>) -> Self {
+        // A packed pod is decoded once here, for its spec and status; the summary keeps the packed form.
+        let handle = pod.clone();
+        let whole = pod.pod();
+        let meta = &whole.metadata;
+        let status = whole.status.as_ref();
         // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
         let (terminated, running, phase_ord) = match status.and_then(|s| s.phase.as_deref()) {
             Some("Succeeded" | "Failed") => (true, false, 0),
@@ -362,7 +427,7 @@ impl PodSummary {
             }
         }
         let (mut has_ipu_gate, mut has_kruise_gate) = (false, false);
-        for g in pod.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten()) {
+        for g in whole.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten()) {
             match g.condition_type.as_str() {
                 keys::INPLACE_UPDATE_READY => has_ipu_gate = true,
                 keys::KRUISE_POD_READY => has_kruise_gate = true,
@@ -372,13 +437,12 @@ impl PodSummary {
         let restarts = status
             .and_then(|s| s.container_statuses.as_ref())
             .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
-        let node_assigned = pod
+        let node_assigned = whole
             .spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
         let (ready_since_s, ready_since_ns) = pack(ready_since);
-        let (created_s, created_ns) = pack(meta.creation_timestamp.as_ref().map(|t| t.0));
         // As `grace()` and `state()` read them: the new key first, then the old one, never empty.
         let has_grace = grace.or(grace_old).is_some_and(|s| !s.is_empty());
         let state = state.or(state_old).filter(|s| !s.is_empty());
@@ -386,9 +450,16 @@ impl PodSummary {
         // The planner's Refresh condition (`Planner::refresh`).
         let may_change = lc == Lc::Updating || ipu != Some(true);
         let in_flight = match state {
-            Some(st) if !has_grace && may_change => InFlight::check(&pod, st),
+            Some(st) if !has_grace && may_change => InFlight::check(&whole, st),
             _ => InFlight::Unchecked,
         };
+        let has_revision = !revision.is_empty();
+        let (revision, name, created) = (
+            ShortHash::of(revision),
+            NamePrefix::of(meta.name.as_deref().unwrap_or("")),
+            pack(meta.creation_timestamp.as_ref().map(|t| t.0)),
+        );
+        let (created_s, created_ns) = created;
         PodSummary {
             ready_since_s,
             created_s,
@@ -398,8 +469,8 @@ impl PodSummary {
             has_selector: selector.is_some(),
             deletion_cost,
             restarts,
-            revision: ShortHash::of(revision),
-            name: NamePrefix::of(meta.name.as_deref().unwrap_or("")),
+            revision,
+            name,
             lc,
             phase_ord,
             ipu,
@@ -412,22 +483,27 @@ impl PodSummary {
             specified_label,
             has_template_hash,
             node_assigned,
-            has_revision: !revision.is_empty(),
+            has_revision,
             has_grace,
             has_state: state.is_some(),
             in_flight,
             selected,
-            pod,
+            pod: handle,
         }
     }
 
-    /// The pod this summarises.
-    pub fn pod(&self) -> &Pod {
-        &self.pod
+    /// The pod this summarises, whole (decoded if it is packed: for the pods a plan acts on).
+    pub fn pod(&self) -> Cow<'_, Pod> {
+        self.pod.pod()
     }
 
-    /// The pod, shared.
-    pub fn pod_arc(&self) -> &Arc<Pod> {
+    /// The pod's metadata (never decodes).
+    pub fn meta(&self) -> &ObjectMeta {
+        self.pod.meta()
+    }
+
+    /// The pod version summarised, shared.
+    pub fn pod_ref(&self) -> &PodRef {
         &self.pod
     }
 
@@ -439,7 +515,7 @@ impl PodSummary {
                 return s;
             }
         }
-        self.pod.metadata.name.as_deref().unwrap_or("")
+        self.meta().name.as_deref().unwrap_or("")
     }
 
     /// Orders as `self.name().cmp(other.name())`, on the inline bytes unless both names are longer.
@@ -467,7 +543,7 @@ impl PodSummary {
 
     /// `metadata.uid` (`""` when absent).
     pub fn uid(&self) -> &str {
-        self.pod.metadata.uid.as_deref().unwrap_or("")
+        self.meta().uid.as_deref().unwrap_or("")
     }
 
     /// The `controller-revision-hash` label (`""` when absent).
@@ -475,7 +551,7 @@ impl PodSummary {
         if !self.has_revision {
             return "";
         }
-        pods::label(&self.pod, keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
+        pods::meta_label(self.meta(), keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
     }
 
     /// Kruise `EqualToRevisionHash(revision label, rev)`: the label is not empty and its short hash equals
@@ -493,7 +569,7 @@ impl PodSummary {
         if self.lc == Lc::None {
             return "";
         }
-        pods::label(&self.pod, keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
+        pods::meta_label(self.meta(), keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
     }
 
     /// The in-place update grace annotation (new key, else the old one), when not empty.
@@ -502,7 +578,7 @@ impl PodSummary {
             return None;
         }
         annotation_or_old(
-            &self.pod,
+            self.meta(),
             keys::INPLACE_UPDATE_GRACE_ANNOTATION,
             keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD,
         )
@@ -514,7 +590,7 @@ impl PodSummary {
             return None;
         }
         annotation_or_old(
-            &self.pod,
+            self.meta(),
             keys::INPLACE_UPDATE_STATE_ANNOTATION,
             keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD,
         )
@@ -525,11 +601,7 @@ impl PodSummary {
         if !self.node_assigned {
             return "";
         }
-        self.pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or("")
+        self.pod.node_name().unwrap_or("")
     }
 
     /// Whether the selector with fingerprint `fingerprint` selects the pod, if this summary knows.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use insitu_api::keys;
-use insitu_core::{PodSummary, Snapshot};
+use insitu_core::{PackedPod, PodSummary, Snapshot};
 use k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::SignedDuration;
@@ -262,6 +262,14 @@ fn plans_from_summaries_equal_plans_from_pods() {
                     PodSummary::with_selector(Arc::new((**p).clone()), sel)
                 }),
             ),
+            // The controller's lean cache: packed pods, the summaries are the pods (`pods` empty).
+            ("packed", {
+                let mut s = with_summaries(&snap, |_, p| {
+                    PodSummary::with_selector(Arc::new(PackedPod::pack((**p).clone())), sel)
+                });
+                s.pods.clear();
+                s
+            }),
             ("short", {
                 let mut s = with_summaries(&snap, |_, p| PodSummary::with_selector(p.clone(), sel));
                 Arc::make_mut(s.summaries.as_mut().unwrap()).pop();

@@ -21,6 +21,7 @@ use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
+use insitu_core::PackedPod;
 use insitu_sim::Clock as _;
 use insitu_sim::apiserver::ApiStats;
 use insitu_sim::cluster::{SimCluster, SimConfig};
@@ -716,20 +717,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         let pods = Arc::new(after);
         let cs_for_snapshot = cs_now_for_snapshot;
         let handle = std::thread::spawn(move || {
-            let (reader, mut writer) = kube::runtime::reflector::store::<Pod>();
+            let (reader, mut writer) = kube::runtime::reflector::store::<PackedPod>();
             let before = proc_memory().1;
             writer.apply_watcher_event(&watcher::Event::Init);
             for p in pods.iter() {
-                let mut p = p.clone();
-                p.metadata.managed_fields = None;
-                writer.apply_watcher_event(&watcher::Event::InitApply(p));
+                writer.apply_watcher_event(&watcher::Event::InitApply(PackedPod::pack(p.clone())));
             }
             writer.apply_watcher_event(&watcher::Event::InitDone);
             let grown = proc_memory().1 - before;
             // The snapshot step of every reconcile: all cached pods, those of the CloneSet (by namespace and
             // controller UID) summarised where they changed since the last snapshot (here: none after the
             // first, untimed, round), in name order.
-            let owned = |p: &Pod| {
+            let owned = |p: &PackedPod| {
                 p.metadata.namespace.as_deref() == Some("default")
                     && p.owner_references()
                         .iter()
@@ -741,8 +740,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             for _ in 0..samples_n {
                 let t = Instant::now();
                 let (summaries, _) = cache.refresh(&cs_for_snapshot, &reader.state(), owned);
-                let pods: Vec<Arc<Pod>> = summaries.iter().map(|s| s.pod_arc().clone()).collect();
-                drop((pods, summaries));
+                drop(summaries);
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
             }
             ms.sort_by(f64::total_cmp);
