@@ -365,7 +365,7 @@ impl Exec<'_> {
             Action::CreatePod { pod, .. } => {
                 let name = pod.name_any();
                 m.write("create", "pods");
-                match self.pods().create(&PostParams::default(), pod).await {
+                match self.pods().create(&PostParams::default(), &pod.unpack()).await {
                     Ok(_) => {
                         self.expect(Expect::PodCreated(name.clone()));
                         self.event(

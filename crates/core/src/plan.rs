@@ -8,6 +8,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde::Serialize;
 
+use crate::packed::PackedPod;
+
 /// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -67,7 +69,8 @@ pub enum Action {
     DeleteRevision { name: String },
     /// Create a pod (already named `<cs>-<instance-id>`, labelled, with the readiness gate).
     #[serde(rename_all = "camelCase")]
-    CreatePod { pod: Box<Pod>, revision: String },
+    /// The pod is packed (a scale-up plan may hold thousands); it serialises as the whole pod.
+    CreatePod { pod: Box<PackedPod>, revision: String },
     /// Delete a pod (scale down, specified delete, recreate update).
     #[serde(rename_all = "camelCase")]
     DeletePod {

@@ -23,7 +23,7 @@ use crate::selector::Selector;
 use crate::sort;
 use crate::status::{self, StatusInput};
 use crate::summary::{self, InFlight, PodSummary, RevisionKey};
-use crate::{FeatureGates, Snapshot};
+use crate::{FeatureGates, PackedPod, Snapshot};
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
 pub fn plan(s: &Snapshot) -> Plan {
@@ -666,7 +666,7 @@ impl<'a> Planner<'a> {
                 }
                 let pod = pods::new_pod(cs, tpl, rev, id, self.s.now, self.gates.cloneset_short_hash);
                 self.plan.actions.push(Action::CreatePod {
-                    pod: Box::new(pod),
+                    pod: Box::new(PackedPod::pack(pod)),
                     revision: rev.to_string(),
                 });
             }

@@ -117,6 +117,7 @@ fn pvcs_are_created_right_before_their_pod() {
                 pod_for_pvcs.push(m.name.as_deref().unwrap());
             }
             Action::CreatePod { pod, .. } => {
+                let pod = pod.unpack();
                 let id = pod.metadata.labels.as_ref().unwrap()[keys::INSTANCE_ID_LABEL].clone();
                 let claims: Vec<String> = pod
                     .spec

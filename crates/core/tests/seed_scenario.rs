@@ -43,6 +43,7 @@ fn seed_scenario_step_by_step() {
     let rev1 = p.update_revision.clone();
     for a in &p.actions {
         if let Action::CreatePod { pod, .. } = a {
+            let pod = pod.unpack();
             let l = pod.metadata.labels.as_ref().unwrap();
             assert_eq!(l[keys::CONTROLLER_REVISION_HASH_LABEL], rev1);
             assert_eq!(l[keys::LIFECYCLE_STATE_LABEL], "PreparingNormal");

@@ -159,7 +159,7 @@ impl World {
                     .revisions
                     .retain(|r| r.metadata.name.as_deref() != Some(name)),
                 Action::CreatePod { pod, .. } => {
-                    let mut p = (**pod).clone();
+                    let mut p = pod.unpack();
                     self.uid_seq += 1;
                     p.metadata.uid = Some(format!("pod-uid-{}", self.uid_seq));
                     p.metadata.creation_timestamp = Some(Time(now));
