@@ -882,7 +882,10 @@ impl<'a> Planner<'a> {
         // (`readiness::reconcile` does nothing for a pod without the KruisePodReady gate.)
         if (f.has_kruise_ready || self.mark_not_ready) && f.has_kruise_gate {
             let target = next_state.map_or(f.lc, Lc::parse);
-            if let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), target) {
+            // A True condition without entries stays so outside the Preparing states: no need to decode
+            // the pod to find that out (this runs for every gated pod of every plan).
+            let settled = f.kruise_ready_clean && !readiness::clean_may_change(target);
+            if !settled && let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), target) {
                 self.why(format!(
                     "pod {}: KruisePodReady follows lifecycle {target:?}",
                     f.name()

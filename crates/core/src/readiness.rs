@@ -70,6 +70,13 @@ fn current(pod: &Pod) -> Option<Vec<ReadinessMessage>> {
     })
 }
 
+/// Whether a pod whose `KruisePodReady` condition is True with no entries (`PodSummary`'s
+/// `kruise_ready_clean`) can need a write when its lifecycle state is `state`: only on the way into a
+/// Preparing state, whose hook may add an entry. The planner skips `reconcile` (and decoding the pod) otherwise.
+pub fn clean_may_change(state: Lc) -> bool {
+    matches!(state, Lc::PreparingUpdate | Lc::PreparingDelete)
+}
+
 /// The `SetKruisePodReady` write (if any) that brings the pod's condition in line with lifecycle `state`
 /// (the state the pod has, or is being moved to in this plan).
 pub fn reconcile(cs: &CloneSet, pod: &Pod, name: &str, uid: &str, state: Lc) -> Option<Action> {
@@ -164,6 +171,28 @@ mod tests {
             r#"[{"userAgent":"Lifecycle","key":"preUpdateHook"}]"#
         );
         assert_eq!(message_json(&[]), "");
+    }
+
+    #[test]
+    fn a_clean_condition_changes_only_in_preparing_states() {
+        let states = [
+            Lc::None,
+            Lc::PreparingNormal,
+            Lc::Normal,
+            Lc::PreparingUpdate,
+            Lc::Updating,
+            Lc::Updated,
+            Lc::PreparingDelete,
+            Lc::Other,
+        ];
+        for (mu, md) in [(false, false), (true, false), (false, true), (true, true)] {
+            for st in states {
+                let a = reconcile(&cs(mu, md), &pod(true, Some(("True", ""))), "p", "u", st);
+                if !clean_may_change(st) {
+                    assert_eq!(a, None, "{st:?} with hooks marking ({mu}, {md})");
+                }
+            }
+        }
     }
 
     #[test]

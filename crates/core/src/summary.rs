@@ -112,6 +112,8 @@ pub struct PodSummary {
     pub(crate) update_ready: bool,
     /// The `KruisePodReady` condition is present (lifecycle `markPodNotReady` bookkeeping).
     pub(crate) has_kruise_ready: bool,
+    /// The `KruisePodReady` condition is True with an empty message (see `readiness::clean_may_change`).
+    pub(crate) kruise_ready_clean: bool,
     /// The `KruisePodReady` readiness gate (without it `readiness::reconcile` has nothing to do).
     pub(crate) has_kruise_gate: bool,
     /// The `InPlaceUpdateReady` readiness gate.
@@ -409,6 +411,7 @@ impl PodSummary {
             }
         }
         let (mut ready, mut ready_since, mut ipu, mut has_kruise_ready) = (false, None, None, false);
+        let mut kruise_ready_clean = false;
         if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
             for c in conditions {
                 match c.type_.as_str() {
@@ -421,7 +424,11 @@ impl PodSummary {
                         };
                     }
                     keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
-                    keys::KRUISE_POD_READY => has_kruise_ready = true,
+                    keys::KRUISE_POD_READY => {
+                        has_kruise_ready = true;
+                        kruise_ready_clean =
+                            c.status == "True" && c.message.as_deref().is_none_or(str::is_empty);
+                    }
                     _ => {}
                 }
             }
@@ -478,6 +485,7 @@ impl PodSummary {
             ready,
             update_ready: running && ready && ipu.unwrap_or(true),
             has_kruise_ready,
+            kruise_ready_clean,
             has_kruise_gate,
             has_ipu_gate,
             specified_label,
