@@ -9,7 +9,7 @@ use insitu_api::CloneSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -352,14 +352,52 @@ pub async fn scale(env: &Env, ns: &str) -> anyhow::Result<()> {
         env,
         ns,
         name,
-        json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]),
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 12}]),
     )
     .await?;
-    let (_, five) = wait_rolled_out(env, ns, name, 5, IMAGE_V1, Duration::from_secs(60)).await?;
-    let five_uids: BTreeSet<String> = five.iter().map(uid).collect();
-    ensure(two.iter().all(|p| five_uids.contains(&uid(p))), || {
+    let (_, twelve) = wait_rolled_out(env, ns, name, 12, IMAGE_V1, Duration::from_secs(90)).await?;
+    let twelve_uids: BTreeSet<String> = twelve.iter().map(uid).collect();
+    ensure(two.iter().all(|p| twelve_uids.contains(&uid(p))), || {
         "scale-up replaced existing pods".into()
     })?;
+    // 12 "succeed to create pod" events, through client-go's correlator as Kruise's recorder: 9 Events of
+    // their own, then one "(combined from similar events)" Event created by the 10th and counted up (patched)
+    // by the 11th and 12th.
+    let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
+    wait_until(
+        "the combined SuccessfulCreate event",
+        Duration::from_secs(20),
+        || async {
+            let evs: Vec<Event> = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.involved_object.name.as_deref() == Some(name)
+                        && e.reason.as_deref() == Some("SuccessfulCreate")
+                })
+                .collect();
+            let combined: Vec<&Event> = evs
+                .iter()
+                .filter(|e| {
+                    e.message.as_deref().is_some_and(|m| {
+                        m.starts_with("(combined from similar events): succeed to create pod scale-")
+                    })
+                })
+                .collect();
+            let single = evs.len() - combined.len();
+            let counts: Vec<i32> = combined.iter().filter_map(|e| e.count).collect();
+            Ok(if single == 9 && counts == [3] {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{single} single SuccessfulCreate events, combined counts {counts:?}"
+                ))
+            })
+        },
+    )
+    .await?;
     json_patch(
         env,
         ns,
@@ -368,7 +406,7 @@ pub async fn scale(env: &Env, ns: &str) -> anyhow::Result<()> {
     )
     .await?;
     let (_, one) = wait_rolled_out(env, ns, name, 1, IMAGE_V1, Duration::from_secs(60)).await?;
-    ensure(five_uids.contains(&uid(&one[0])), || {
+    ensure(twelve_uids.contains(&uid(&one[0])), || {
         "scale-down created a pod".into()
     })?;
     cleanup(env, ns, name).await;
