@@ -332,4 +332,36 @@ mod tests {
         cache.prune(|_, _, uid| uid != "cs-uid");
         assert!(cache.is_empty());
     }
+
+    #[test]
+    fn packed_pods_as_the_controller_caches_them() {
+        // The controller's store holds `PackedPod`s: same summaries, same identity rule, same plan.
+        let cache = SummaryCache::default();
+        let cs = cloneset();
+        let packed = |p: &Arc<Pod>| Arc::new(insitu_core::PackedPod::pack((**p).clone()));
+        let pods = [
+            pod("web-b", "cs-uid", "web"),
+            pod("web-a", "cs-uid", "web"),
+            pod("other-a", "other-uid", "web"),
+        ];
+        let mut all: Vec<Arc<insitu_core::PackedPod>> = pods.iter().map(packed).collect();
+        let owned = |p: &insitu_core::PackedPod| {
+            controlled_by(
+                p.metadata.owner_references.as_deref().unwrap_or_default(),
+                "cs-uid",
+            )
+        };
+        let (s1, r) = cache.refresh(&cs, &all, owned);
+        assert_eq!(r, Refreshed { reused: 0, made: 2 });
+        assert_eq!(names(&s1), ["web-a", "web-b"]);
+        assert!(matches!(s1[0].pod_ref(), PodRef::Packed(_)));
+        assert_eq!(*s1[0].pod(), (*pods[1]).clone(), "decodes to the pod it packed");
+        same_plan(&cs, &s1);
+        // A new version of web-b (a new Arc) is summarised again; web-a is reused.
+        all[0] = packed(&pod("web-b", "cs-uid", "db"));
+        let (s2, r) = cache.refresh(&cs, &all, owned);
+        assert_eq!(r, Refreshed { reused: 1, made: 1 });
+        assert_eq!(s2[1].pod_ref().addr(), Arc::as_ptr(&all[0]) as usize);
+        same_plan(&cs, &s2);
+    }
 }
