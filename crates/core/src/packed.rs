@@ -10,11 +10,16 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::summary::Intrinsics;
+
 /// A pod: metadata as a struct (read on every plan), `spec.nodeName` (read by the scale-down ranker), and
 /// the rest of spec and status as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedPod {
+    /// Labels and annotations must not be changed in place: `intrinsics` were made from them.
     pub metadata: ObjectMeta,
+    /// The pod's summary facts, made when it was packed (then summarising it decodes nothing).
+    pub(crate) intrinsics: Intrinsics,
     node_name: Option<Box<str>>,
     /// `{"spec":…,"status":…}`.
     body: Box<str>,
@@ -30,6 +35,7 @@ struct Body {
 
 impl PackedPod {
     pub fn pack(pod: Pod) -> PackedPod {
+        let intrinsics = Intrinsics::of(&pod);
         let Pod {
             mut metadata,
             spec,
@@ -42,6 +48,7 @@ impl PackedPod {
         let body = serde_json::to_string(&body).unwrap_or_default().into_boxed_str();
         PackedPod {
             metadata,
+            intrinsics,
             node_name,
             body,
         }

@@ -80,10 +80,26 @@ impl From<Arc<PackedPod>> for PodRef {
 }
 
 /// The pod-intrinsic facts of one pod version (see the module doc). Build with `PodSummary::new` or
-/// `PodSummary::with_selector`; it holds the pod, so it stays valid for as long as it is kept.
+/// `PodSummary::with_selector`; it holds the pod, so it stays valid for as long as it is kept. Its facts are
+/// read through `Deref` (`Intrinsics`).
 #[derive(Clone, Debug)]
 pub struct PodSummary {
     pod: PodRef,
+    facts: Intrinsics,
+}
+
+impl std::ops::Deref for PodSummary {
+    type Target = Intrinsics;
+
+    fn deref(&self) -> &Intrinsics {
+        &self.facts
+    }
+}
+
+/// What a summary says of a pod version, without the pod: made from the pod alone (`Intrinsics::of`) —
+/// when a `PackedPod` is packed, or when a whole pod is summarised — plus the answer of one selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Intrinsics {
     /// lastTransitionTime of `Ready` when True, and creationTimestamp: see `ready_since()`, `created()`.
     /// Two `Option<Timestamp>` would take 48 bytes; split into seconds and nanoseconds, 24.
     ready_since_s: i64,
@@ -239,7 +255,7 @@ impl<'a> RevisionKey<'a> {
 const NAME_INLINE: usize = 32;
 const _: () = assert!(NAME_INLINE.is_multiple_of(8));
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct NamePrefix {
     len: u8,
     /// The name is longer than `bytes`.
@@ -340,13 +356,57 @@ impl PodSummary {
         Summariser::new(selector).summarise(pod)
     }
 
+    /// The summary of `pod`, with the answer of `selector` if given. A packed pod brings its intrinsics
+    /// (made when it was packed): nothing is decoded.
+    pub(crate) fn build(pod: PodRef, selector: Option<(&Selector, u64)>) -> Self {
+        let mut facts = match &pod {
+            PodRef::Full(p) => Intrinsics::of(p),
+            PodRef::Packed(p) => p.intrinsics,
+        };
+        if let Some((sel, fingerprint)) = selector {
+            facts.selector = fingerprint;
+            facts.has_selector = true;
+            facts.selected = selects(sel, pod.meta().labels.as_ref());
+        }
+        PodSummary { pod, facts }
+    }
+}
+
+/// Whether `sel` selects a pod with `labels`. matchLabels pairs met are counted; keys are distinct on both
+/// sides, so all met ⇔ count == len. Both are sorted by key, so they are walked together (a merge): once the
+/// selector's keys are behind, the remaining labels cost nothing.
+fn selects(sel: &Selector, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    let selector_labels = sel.match_labels();
+    let mut selector_next = selector_labels.iter().peekable();
+    let mut selector_met = 0;
+    for (k, v) in labels.into_iter().flatten() {
+        while let Some(&&(sk, sv)) = selector_next.peek() {
+            match sk.cmp(k.as_str()) {
+                // A selector key this pod does not have: the pod is not selected.
+                Ordering::Less => {
+                    selector_next.next();
+                }
+                Ordering::Equal => {
+                    selector_met += usize::from(sv == v.as_str());
+                    selector_next.next();
+                    break;
+                }
+                Ordering::Greater => break,
+            }
+        }
+        if selector_next.peek().is_none() {
+            break;
+        }
+    }
+    selector_met == selector_labels.len() && sel.matches_expressions(labels)
+}
+
+impl Intrinsics {
     /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the
     /// keys it knows (a `str` match compares lengths first, so unrelated keys are skipped without touching
     /// their bytes) and parses only the in-place state of a pod whose update may be in flight (`InFlight`).
-    pub(crate) fn build(pod: PodRef, selector: Option<(&Selector, u64)>) -> Self {
-        // A packed pod is decoded once here, for its spec and status; the summary keeps the packed form.
-        let handle = pod.clone();
-        let whole = pod.pod();
+    /// No selector answer (`has_selector` false).
+    pub fn of(whole: &Pod) -> Intrinsics {
         let meta = &whole.metadata;
         let status = whole.status.as_ref();
         // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
@@ -362,12 +422,6 @@ impl PodSummary {
         // costs more per element than the match itself.
         let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
             ("", "", false, false);
-        // matchLabels pairs met; keys are distinct on both sides, so all met ⇔ count == len. Both are
-        // sorted by key, so they are walked together (a merge): once the selector's keys are behind us,
-        // the remaining labels cost nothing.
-        let selector_labels = selector.map_or(&[][..], |(s, _)| s.match_labels());
-        let mut selector_next = selector_labels.iter().peekable();
-        let mut selector_met = 0;
         if let Some(labels) = &meta.labels {
             for (k, v) in labels {
                 match k.as_str() {
@@ -377,25 +431,8 @@ impl PodSummary {
                     keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
                     _ => {}
                 }
-                while let Some(&&(sk, sv)) = selector_next.peek() {
-                    match sk.cmp(k.as_str()) {
-                        // A selector key this pod does not have: the pod is not selected.
-                        Ordering::Less => {
-                            selector_next.next();
-                        }
-                        Ordering::Equal => {
-                            selector_met += usize::from(sv == v.as_str());
-                            selector_next.next();
-                            break;
-                        }
-                        Ordering::Greater => break,
-                    }
-                }
             }
         }
-        let selected = selector.is_some_and(|(sel, _)| {
-            selector_met == selector_labels.len() && sel.matches_expressions(meta.labels.as_ref())
-        });
         let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
             (None, None, None, None, 0);
         if let Some(annotations) = &meta.annotations {
@@ -457,7 +494,7 @@ impl PodSummary {
         // The planner's Refresh condition (`Planner::refresh`).
         let may_change = lc == Lc::Updating || ipu != Some(true);
         let in_flight = match state {
-            Some(st) if !has_grace && may_change => InFlight::check(&whole, st),
+            Some(st) if !has_grace && may_change => InFlight::check(whole, st),
             _ => InFlight::Unchecked,
         };
         let has_revision = !revision.is_empty();
@@ -467,13 +504,13 @@ impl PodSummary {
             pack(meta.creation_timestamp.as_ref().map(|t| t.0)),
         );
         let (created_s, created_ns) = created;
-        PodSummary {
+        Intrinsics {
             ready_since_s,
             created_s,
             ready_since_ns,
             created_ns,
-            selector: selector.map_or(0, |(_, fp)| fp),
-            has_selector: selector.is_some(),
+            selector: 0,
+            has_selector: false,
             deletion_cost,
             restarts,
             revision,
@@ -495,11 +532,12 @@ impl PodSummary {
             has_grace,
             has_state: state.is_some(),
             in_flight,
-            selected,
-            pod: handle,
+            selected: false,
         }
     }
+}
 
+impl PodSummary {
     /// The pod this summarises, whole (decoded if it is packed: for the pods a plan acts on).
     pub fn pod(&self) -> Cow<'_, Pod> {
         self.pod.pod()
