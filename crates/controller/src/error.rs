@@ -28,3 +28,8 @@ impl Error {
         }
     }
 }
+
+/// Whether `e` is an API error with HTTP status `code` (404 gone, 409 conflict, …).
+pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}

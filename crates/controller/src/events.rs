@@ -1,19 +1,17 @@
 //! Kubernetes Events on the CloneSet, as Kruise's client-go recorder writes them (core/v1, source `cloneset-controller`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use insitu_api::CloneSet;
 use insitu_api::keys::events::COMPONENT;
-
-use crate::correlator::{Correlator, Occurrence, Write};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use std::sync::Mutex;
-
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
+use crate::correlator::{Correlator, Occurrence, Write};
+use crate::error::is_status;
 use crate::{Clock, Metrics};
 
 /// Normal or Warning.
@@ -139,7 +137,7 @@ impl EventSink {
                 {
                     Ok(_) => return,
                     // … and create it again if it has gone (expired, or deleted).
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) if is_status(&e, 404) => {}
                     Err(e) => {
                         tracing::debug!(error = %e, "event not recorded");
                         return;

@@ -22,6 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use crate::error::is_status;
 use crate::events::Severity;
 use crate::expectations::{Expect, pod_version, pvc_version};
 use crate::metrics::cs_labels;
@@ -37,10 +38,6 @@ fn action_err(action: impl Into<String>, source: kube::Error) -> Error {
         action: action.into(),
         source,
     }
-}
-
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
 /// Runs every action of `plan` for `cs`, then writes the status when it changed.
@@ -134,7 +131,6 @@ enum Target {
     Status,
 }
 
-/// Sets `InPlaceUpdateReady` on the pod; returns whether anything changed.
 /// Applies merge-patch-like entries (`None` removes); true when anything changed.
 fn set_entries(map: &mut BTreeMap<String, String>, entries: &BTreeMap<String, Option<String>>) -> bool {
     let mut changed = false;
@@ -223,7 +219,8 @@ struct Exec<'a> {
     /// Pods as our own writes of this round returned them: the next action of a pod's chain starts from
     /// here when the cache has not caught up yet (else e.g. the pod PUT right after the
     /// InPlaceUpdateReady=False status write would always be refused with 409 and need a re-read).
-    written: Mutex<HashMap<String, Arc<PackedPod>>>,
+    /// Kept whole (not packed like the cache): at most one pod per chain in flight, removed at its end.
+    written: Mutex<HashMap<String, Arc<Pod>>>,
 }
 
 impl Exec<'_> {
@@ -260,21 +257,22 @@ impl Exec<'_> {
             .get(name)
             .filter(|p| p.metadata.uid.as_deref() == Some(uid))
             .cloned();
-        let newest = match (cache, ours) {
-            (Some(c), Some(o)) if pod_version(&o.metadata) > pod_version(&c.metadata) => Some(o),
-            (None, Some(o)) => Some(o),
-            (c, _) => c,
-        };
-        newest.map(|p| p.unpack())
+        match (cache, ours) {
+            (Some(c), Some(o)) if pod_version(&o.metadata) > pod_version(&c.metadata) => Some((*o).clone()),
+            (None, Some(o)) => Some((*o).clone()),
+            (c, _) => c.map(|c| c.unpack()),
+        }
     }
 
-    /// Remembers a pod as one of our writes returned it (packed, like the cache).
+    /// Remembers a pod as one of our writes returned it.
     fn remember(&self, pod: &Pod) {
         if let Some(name) = &pod.metadata.name {
+            let mut pod = pod.clone();
+            pod.metadata.managed_fields = None;
             self.written
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(name.clone(), Arc::new(PackedPod::pack(pod.clone())));
+                .insert(name.clone(), Arc::new(pod));
         }
     }
 

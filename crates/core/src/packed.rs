@@ -2,9 +2,10 @@
 //!
 //! As `k8s-openapi` structs a pod costs ~11 KiB in a cache (a `Pod` shell is 2,440 bytes and each `Container`
 //! 2,144 before any string, map or condition is allocated); the same spec and status are ~2 KiB of JSON. A
-//! controller's cache reads the metadata of every pod (names, labels, owners, resourceVersions) but the spec
-//! and status only of a pod that changed (to summarise it) or that a plan acts on. Lossless: `unpack` gives
-//! back the pod that was packed (without `managedFields`, which no controller here reads).
+//! controller's cache reads the metadata of every pod (names, labels, owners, resourceVersions) and its
+//! summary facts (made once, when the pod is packed), but the spec and status only of a pod that a plan acts
+//! on or the executor writes. Lossless: `unpack` gives back the pod that was packed (without `managedFields`,
+//! which no controller here reads).
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -68,17 +69,6 @@ impl PackedPod {
     /// `spec.nodeName`, without unpacking.
     pub fn node_name(&self) -> Option<&str> {
         self.node_name.as_deref()
-    }
-
-    /// Bytes held on the heap for spec and status (for the benchmark's accounting).
-    pub fn body_len(&self) -> usize {
-        self.body.len()
-    }
-}
-
-impl From<Pod> for PackedPod {
-    fn from(pod: Pod) -> Self {
-        PackedPod::pack(pod)
     }
 }
 

@@ -568,7 +568,7 @@ impl<'a> Planner<'a> {
             }
             let taken: HashSet<String> = all
                 .iter()
-                .filter_map(|p| pods::meta_label(p.meta(), keys::INSTANCE_ID_LABEL).map(str::to_string))
+                .filter_map(|p| pods::label(p.meta(), keys::INSTANCE_ID_LABEL).map(str::to_string))
                 .chain(all.iter().filter_map(|p| {
                     let name = p.meta().name.as_deref()?;
                     let cs_name = cs.metadata.name.as_deref()?;
@@ -805,28 +805,23 @@ impl<'a> Planner<'a> {
                 }
                 Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name())),
             }
-        } else if f.has_state {
+        } else if f.has_state && (f.lc == Lc::Updating || !ipu_true) {
             // Pending batches only exist while InPlaceUpdateReady is not True (Kruise sets it True once
-            // every batch is done), so a ready pod outside `Updating` needs no look at the state. The
-            // completion check itself was made once per pod version, by the summary.
-            let may_change = f.lc == Lc::Updating || !ipu_true;
-            let state = may_change.then(|| f.state()).flatten();
-            let in_flight = match (f.in_flight, state) {
-                (InFlight::Unchecked, Some(st)) => InFlight::check(&f.pod(), st),
-                (known, _) => known,
-            };
-            match (in_flight, state) {
-                (_, None) | (InFlight::Unchecked, _) => {}
-                (InFlight::Done, _) => completed = Some(true),
-                (InFlight::Waiting | InFlight::Invalid, _) => {
+            // every batch is done), so a ready pod outside `Updating` needs no look at the state. For exactly
+            // these pods the summary made the completion check, once per pod version (`InFlight`).
+            match f.in_flight {
+                InFlight::Unchecked => {}
+                InFlight::Done => completed = Some(true),
+                InFlight::Waiting | InFlight::Invalid => {
                     containers_done = false;
                     completed = Some(false);
                 }
-                (InFlight::NextBatch, Some(st)) => {
+                InFlight::NextBatch => {
                     containers_done = false;
                     completed = Some(false);
                     // Rare (multi-container batches), so the state is parsed again here.
-                    match inplace::parse_state(st).and_then(|st| inplace::next_batch(&f.pod(), st, now)) {
+                    let state = f.state().unwrap_or_default();
+                    match inplace::parse_state(state).and_then(|st| inplace::next_batch(&f.pod(), st, now)) {
                         Ok(m) => {
                             self.why(format!(
                                 "pod {}: previous batch done → next container batch",
@@ -1174,7 +1169,7 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        if pods::meta_label(f.meta(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
+        if pods::label(f.meta(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
         ctx.recreate.push(f.name());

@@ -51,16 +51,9 @@ pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
         .find(|c| c.type_ == type_)
 }
 
-pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    meta_label(&pod.metadata, key)
-}
-
-pub fn meta_label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+/// The value of label `key` (pods are read by their metadata: a cached pod may be packed).
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
 pub fn has_readiness_gate(pod: &Pod) -> bool {
@@ -186,15 +179,6 @@ impl<'a> PodFacts<'a> {
     pub fn revision(&self) -> &'a str {
         self.summary.revision()
     }
-}
-
-/// k8s `IsPodActive`: not Succeeded/Failed and no deletionTimestamp (as `PodFacts::active`, without the rest).
-pub fn is_active(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && !matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        )
 }
 
 /// The instance id of a pod or PVC (`apps.kruise.io/cloneset-instance-id`; `""` when absent), as Kruise

@@ -597,7 +597,7 @@ impl PodSummary {
         if !self.has_revision {
             return "";
         }
-        pods::meta_label(self.meta(), keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
+        pods::label(self.meta(), keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
     }
 
     /// Kruise `EqualToRevisionHash(revision label, rev)`: the label is not empty and its short hash equals
@@ -615,7 +615,7 @@ impl PodSummary {
         if self.lc == Lc::None {
             return "";
         }
-        pods::meta_label(self.meta(), keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
+        pods::label(self.meta(), keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
     }
 
     /// The in-place update grace annotation (new key, else the old one), when not empty.

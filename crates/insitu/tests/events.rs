@@ -24,6 +24,12 @@ async fn events_of(h: &Harness, name: &str) -> Vec<Event> {
     evs
 }
 
+fn with_reason<'e>(evs: &'e [Event], reason: &str) -> Vec<&'e Event> {
+    evs.iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
 fn show(evs: &[&Event]) -> Vec<String> {
     evs.iter()
         .map(|e| {
@@ -62,10 +68,7 @@ fn a_rollout_of_many_pods_writes_kruises_events_within_client_gos_budget() {
         // Scale-up: 20 "succeed to create pod" occurrences. The first 9 are Events of their own; from the
         // 10th, distinct messages of one reason are one combined Event counted up (client-go aggregation).
         let evs = events_of(&h, "noisy").await;
-        let creates: Vec<&Event> = evs
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some("SuccessfulCreate"))
-            .collect();
+        let creates = with_reason(&evs, "SuccessfulCreate");
         let (combined, single): (Vec<&Event>, Vec<&Event>) = creates
             .iter()
             .partition(|e| e.message.as_deref().unwrap_or_default().starts_with(COMBINED));
@@ -105,10 +108,7 @@ fn a_rollout_of_many_pods_writes_kruises_events_within_client_gos_budget() {
         h.wait_ready("noisy", 20, Some("nginx:1.21.0"), 600).await;
         h.sleep(5).await;
         let evs = events_of(&h, "noisy").await;
-        let in_place: Vec<&Event> = evs
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some("SuccessfulUpdatePodInPlace"))
-            .collect();
+        let in_place = with_reason(&evs, "SuccessfulUpdatePodInPlace");
         assert_eq!(in_place.len(), 5, "{:#?}", show(&evs.iter().collect::<Vec<_>>()));
         for e in &in_place {
             let msg = e.message.as_deref().unwrap_or_default();
