@@ -1,7 +1,7 @@
 //! Kubernetes Events on the CloneSet, as Kruise's client-go recorder writes them (core/v1, source `cloneset-controller`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use insitu_api::CloneSet;
 use insitu_api::keys::events::COMPONENT;
@@ -21,7 +21,7 @@ pub enum Severity {
     Warning,
 }
 
-/// Writes events without blocking the reconcile (each is a fire-and-forget task).
+/// Writes events without blocking the reconcile (queued to one writer task, in order).
 #[derive(Clone)]
 pub struct EventSink {
     client: kube::Client,
@@ -30,6 +30,8 @@ pub struct EventSink {
     enabled: bool,
     seq: Arc<AtomicU64>,
     correlator: Arc<Mutex<Correlator>>,
+    /// The queue to the writer task, started on the first event (inside the runtime).
+    writer: Arc<OnceLock<tokio::sync::mpsc::UnboundedSender<(Event, i32)>>>,
 }
 
 impl EventSink {
@@ -41,6 +43,7 @@ impl EventSink {
             enabled,
             seq: Arc::new(AtomicU64::new(0)),
             correlator: Default::default(),
+            writer: Default::default(),
         }
     }
 
@@ -120,34 +123,51 @@ impl EventSink {
             reporting_instance: Some(COMPONENT.into()),
             ..Default::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-        let metrics = self.metrics.clone();
-        tokio::spawn(async move {
-            if count > 1 {
-                // client-go recordEvent: patch count, lastTimestamp and message of the existing Event …
-                let patch = serde_json::json!({
-                    "count": count,
-                    "lastTimestamp": ev.last_timestamp,
-                    "message": ev.message,
-                });
-                metrics.write("patch", "events");
-                match api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => return,
-                    // … and create it again if it has gone (expired, or deleted).
-                    Err(e) if is_status(&e, 404) => {}
-                    Err(e) => {
-                        tracing::debug!(error = %e, "event not recorded");
-                        return;
-                    }
+        let writer = self.writer.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(write_events(self.client.clone(), self.metrics.clone(), rx));
+            tx
+        });
+        // Only fails once the writer task is gone (runtime shutting down): nothing left to record then.
+        let _ = writer.send((ev, count));
+    }
+}
+
+/// The one writer of a sink's Events, in the order they were emitted (as client-go's broadcaster goroutine
+/// writes them): a count patch must not overtake the write of the lower count before it.
+async fn write_events(
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(Event, i32)>,
+) {
+    while let Some((ev, count)) = rx.recv().await {
+        let ns = ev.metadata.namespace.clone().unwrap_or_default();
+        let name = ev.metadata.name.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(client.clone(), &ns);
+        if count > 1 {
+            // client-go recordEvent: patch count, lastTimestamp and message of the existing Event …
+            let patch = serde_json::json!({
+                "count": count,
+                "lastTimestamp": ev.last_timestamp,
+                "message": ev.message,
+            });
+            metrics.write("patch", "events");
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => continue,
+                // … and create it again if it has gone (expired, or deleted).
+                Err(e) if is_status(&e, 404) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "event not recorded");
+                    continue;
                 }
             }
-            metrics.write("create", "events");
-            if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                tracing::debug!(error = %e, "event not recorded");
-            }
-        });
+        }
+        metrics.write("create", "events");
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::debug!(error = %e, "event not recorded");
+        }
     }
 }
