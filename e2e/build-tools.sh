@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build the upstream control-plane binaries used by the e2e suite from Go
-# modules: kube-apiserver and kubectl (module e2e/tools/kubernetes) and etcd
-# (module e2e/tools/etcd). Output: e2e/bin/ (gitignored), or $E2E_BIN_DIR.
+# Build the upstream control-plane binaries used by the e2e suites from Go
+# modules: kube-apiserver, kube-controller-manager and kubectl (module
+# e2e/tools/kubernetes) and etcd (module e2e/tools/etcd). Output: e2e/bin/
+# (gitignored), or $E2E_BIN_DIR. kube-controller-manager is used by the Kruise
+# conformance tier (e2e/kruise/run), the others by both tiers.
 #
 # Idempotent and cheap when up to date: if all binaries exist and a stamp of
 # the inputs (go.mod/go.sum, ldflags, go version, this script) is unchanged the
@@ -53,7 +55,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 ETCD_LDFLAGS="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
 
-BINS=(kube-apiserver kubectl etcd)
+BINS=(kube-apiserver kube-controller-manager kubectl etcd)
 STAMP="$BIN_DIR/.build-stamp"
 stamp_value() {
   {
@@ -76,9 +78,9 @@ if up_to_date; then
 else
   mkdir -p "$BIN_DIR"
   rm -f "$STAMP"
-  echo "build-tools.sh: building kube-apiserver + kubectl $K8S_VERSION (go build -p $P; a cold build takes many minutes)"
+  echo "build-tools.sh: building kube-apiserver + kube-controller-manager + kubectl $K8S_VERSION (go build -p $P; a cold build takes many minutes)"
   (cd "$K8S_MOD" && go build -p "$P" -trimpath -ldflags "$K8S_LDFLAGS" -o "$BIN_DIR/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl)
   echo "build-tools.sh: building etcd $ETCD_VERSION"
   (cd "$ETCD_MOD" && go build -p "$P" -trimpath -ldflags "$ETCD_LDFLAGS" -o "$BIN_DIR/etcd" \
     go.etcd.io/etcd/server/v3)

@@ -12,7 +12,10 @@
 #   pki/                  ca.{crt,key}, apiserver.{crt,key}, admin.{crt,key}, sa.{key,pub}
 #   etcd-data/            etcd data dir (--unsafe-no-fsync)
 #   etcd.pid apiserver.pid, etcd.log apiserver.log, env (ports, for scripts)
-# Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS (word-split).
+#   controller-manager.{pid,log}   only with CONTROLLER_MANAGER=1
+# Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS (word-split),
+#   CONTROLLER_MANAGER=1 also starts kube-controller-manager (namespace deletion, the `default` ServiceAccount,
+#   garbage collection, pvc-protection, ...: what a real cluster runs besides the apiserver).
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -63,7 +66,8 @@ kill_pidfile() {
 cmd_stop() {
   local wd="$1"
   [[ -d "$wd" ]] || return 0
-  # apiserver first so it does not spam errors about a vanished etcd.
+  # Clients first, apiserver before etcd, so none spams errors about a vanished server.
+  kill_pidfile "$wd/controller-manager.pid" kube-controller
   kill_pidfile "$wd/apiserver.pid" kube-apiserver
   kill_pidfile "$wd/etcd.pid" etcd
   log "stopped ($wd)"
@@ -204,6 +208,10 @@ start_once() {
     "$BIN_DIR/kubectl" --kubeconfig "$wd/kubeconfig" get namespace default \
     || { log "namespace 'default' did not appear"; return 1; }
 
+  if [[ "${CONTROLLER_MANAGER:-0}" == 1 ]]; then
+    start_controller_manager "$wd" || return 1
+  fi
+
   cat >"$wd/env" <<EOF
 ETCD_ENDPOINT=http://127.0.0.1:$etcd_port
 APISERVER_URL=https://127.0.0.1:$api_port
@@ -211,9 +219,44 @@ KUBECONFIG=$wd/kubeconfig
 EOF
 }
 
+# kube-controller-manager as the admin, all default controllers except the PV binder (`insitu nodes --volumes`
+# binds claims itself, without PV objects, which the binder would fight), service-account tokens signed with the
+# apiserver's key, CSR signing with the cluster CA, no leader election, serving on loopback only.
+start_controller_manager() {
+  local wd="$1" port rc=0
+  port="$(free_port)"
+  setsid "$BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$wd/kubeconfig" \
+    --controllers='*,-persistentvolume-binder-controller' \
+    --use-service-account-credentials=false \
+    --service-account-private-key-file="$wd/pki/sa.key" \
+    --root-ca-file="$wd/pki/ca.crt" \
+    --cluster-signing-cert-file="$wd/pki/ca.crt" \
+    --cluster-signing-key-file="$wd/pki/ca.key" \
+    --leader-elect=false \
+    --bind-address=127.0.0.1 \
+    --secure-port="$port" \
+    --cert-dir="$wd/pki/kcm" \
+    </dev/null >"$wd/controller-manager.log" 2>&1 &
+  echo $! >"$wd/controller-manager.pid"
+  wait_until "$START_TIMEOUT" "$wd/controller-manager.pid" kube-controller \
+    curl -fsSk "https://127.0.0.1:$port/healthz" || rc=$?
+  if ((rc != 0)); then
+    log "kube-controller-manager did not become healthy (rc=$rc); last log lines:"
+    tail -n 30 "$wd/controller-manager.log" >&2 || true
+    return 1
+  fi
+  # The serviceaccount controller creates `default` in every namespace; pods and Kruise's framework wait for it.
+  wait_until 30 "$wd/controller-manager.pid" kube-controller \
+    "$BIN_DIR/kubectl" --kubeconfig "$wd/kubeconfig" get serviceaccount default -n default \
+    || { log "kube-controller-manager created no 'default' ServiceAccount"; return 1; }
+}
+
 cmd_start() {
   local wd="$1" b attempt
-  for b in etcd kube-apiserver kubectl; do
+  local bins=(etcd kube-apiserver kubectl)
+  [[ "${CONTROLLER_MANAGER:-0}" == 1 ]] && bins+=(kube-controller-manager)
+  for b in "${bins[@]}"; do
     [[ -x "$BIN_DIR/$b" ]] || die "missing $BIN_DIR/$b; run e2e/build-tools.sh first"
   done
   for b in openssl curl python3 setsid base64; do
@@ -222,7 +265,8 @@ cmd_start() {
   mkdir -p "$wd"
   wd="$(cd "$wd" && pwd)"
   if pid_alive "$(cat "$wd/etcd.pid" 2>/dev/null)" etcd ||
-    pid_alive "$(cat "$wd/apiserver.pid" 2>/dev/null)" kube-apiserver; then
+    pid_alive "$(cat "$wd/apiserver.pid" 2>/dev/null)" kube-apiserver ||
+    pid_alive "$(cat "$wd/controller-manager.pid" 2>/dev/null)" kube-controller; then
     die "a control plane is already running in $wd (run: $0 stop $wd)"
   fi
   rm -f "$wd/kubeconfig" "$wd/env"

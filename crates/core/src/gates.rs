@@ -16,32 +16,112 @@ pub struct FeatureGates {
     pub exclude_preparing_delete: bool,
 }
 
+/// Kruise's release stage of a gate: `AllAlpha=true` / `AllBeta=true` switch on every gate of that stage that is
+/// not set explicitly (k8s component-base featuregate semantics, which Kruise uses; its e2e CI installs the
+/// manager with `--feature-gates=AllAlpha=true,AllBeta=true`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Alpha,
+    // No Beta gate is implemented yet (Kruise's Beta gates relevant here, e.g. InPlaceUpdateEnvFromMetadata,
+    // default on); kept so that `AllBeta` has its meaning when one is added to `GATES`.
+    #[allow(dead_code)]
+    Beta,
+    /// Not a Kruise feature gate (a Kruise flag insitu accepts as a gate): `AllAlpha`/`AllBeta` leave it alone.
+    Flag,
+}
+
+/// The gates insitu knows: Kruise name, stage and default (pkg/features/kruise_features.go).
+const GATES: &[(&str, Stage, bool)] = &[
+    ("CloneSetPartitionRollback", Stage::Alpha, false),
+    ("PreparingUpdateAsUpdate", Stage::Alpha, false),
+    ("CloneSetShortHash", Stage::Alpha, false),
+    ("CloneSetScalingExcludePreparingDelete", Stage::Flag, false),
+];
+
+/// The pseudo-gates of component-base that set every gate of a stage.
+const ALL_ALPHA: &str = "AllAlpha";
+const ALL_BETA: &str = "AllBeta";
+
 impl FeatureGates {
-    /// Parses `--feature-gates K=V,K2=V2` (Kruise gate names). Unknown gates are an error naming them.
+    /// Parses `--feature-gates K=V,K2=V2` (Kruise gate names, plus `AllAlpha`/`AllBeta`). Unknown gates are an
+    /// error naming them. As in component-base, an explicit `K=V` wins over `AllAlpha`/`AllBeta` whatever the order.
     pub fn parse(spec: &str) -> Result<Self, String> {
-        let mut g = Self::default();
-        let mut seen = BTreeMap::new();
+        let mut explicit = BTreeMap::new();
+        let (mut all_alpha, mut all_beta) = (None, None);
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item
                 .split_once('=')
                 .ok_or_else(|| format!("feature gate {item:?} must be NAME=true|false"))?;
+            let k = k.trim();
             let v: bool = v
                 .trim()
                 .parse()
                 .map_err(|_| format!("feature gate {k}: value {v:?} must be true or false"))?;
-            match k.trim() {
-                "CloneSetPartitionRollback" => g.cloneset_partition_rollback = v,
-                "PreparingUpdateAsUpdate" => g.preparing_update_as_update = v,
-                "CloneSetShortHash" => g.cloneset_short_hash = v,
-                "CloneSetScalingExcludePreparingDelete" => g.exclude_preparing_delete = v,
+            match k {
+                ALL_ALPHA => all_alpha = Some(v),
+                ALL_BETA => all_beta = Some(v),
+                _ if GATES.iter().any(|(name, ..)| *name == k) => {
+                    explicit.insert(k, v);
+                }
                 other => {
-                    return Err(format!(
-                        "unknown feature gate {other:?}; known: CloneSetPartitionRollback, PreparingUpdateAsUpdate, CloneSetShortHash, CloneSetScalingExcludePreparingDelete"
-                    ));
+                    let known: Vec<&str> = GATES.iter().map(|(n, ..)| *n).chain([ALL_ALPHA, ALL_BETA]).collect();
+                    return Err(format!("unknown feature gate {other:?}; known: {}", known.join(", ")));
                 }
             }
-            seen.insert(k.to_string(), v);
+        }
+        let mut g = Self::default();
+        for &(name, stage, default) in GATES {
+            let bulk = match stage {
+                Stage::Alpha => all_alpha,
+                Stage::Beta => all_beta,
+                Stage::Flag => None,
+            };
+            let on = explicit.get(name).copied().or(bulk).unwrap_or(default);
+            g.set(name, on);
         }
         Ok(g)
+    }
+
+    /// Sets one known gate by its Kruise name (names come from `GATES`).
+    fn set(&mut self, name: &str, on: bool) {
+        match name {
+            "CloneSetPartitionRollback" => self.cloneset_partition_rollback = on,
+            "PreparingUpdateAsUpdate" => self.preparing_update_as_update = on,
+            "CloneSetShortHash" => self.cloneset_short_hash = on,
+            "CloneSetScalingExcludePreparingDelete" => self.exclude_preparing_delete = on,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_alpha_sets_every_alpha_gate_but_not_flags() {
+        let g = FeatureGates::parse("AllAlpha=true,AllBeta=true").unwrap();
+        assert!(g.cloneset_partition_rollback && g.preparing_update_as_update && g.cloneset_short_hash);
+        assert!(!g.exclude_preparing_delete, "a Kruise flag is no alpha gate");
+    }
+
+    #[test]
+    fn explicit_gate_wins_over_all_alpha_in_any_order() {
+        for spec in ["AllAlpha=true,CloneSetShortHash=false", "CloneSetShortHash=false,AllAlpha=true"] {
+            let g = FeatureGates::parse(spec).unwrap();
+            assert!(!g.cloneset_short_hash, "{spec}");
+            assert!(g.cloneset_partition_rollback, "{spec}");
+        }
+        let g = FeatureGates::parse("AllAlpha=false,CloneSetShortHash=true").unwrap();
+        assert!(g.cloneset_short_hash && !g.cloneset_partition_rollback);
+    }
+
+    #[test]
+    fn empty_is_kruise_defaults_and_unknown_names_are_errors() {
+        assert_eq!(FeatureGates::parse("").unwrap(), FeatureGates::default());
+        let e = FeatureGates::parse("AllGA=true").unwrap_err();
+        assert!(e.contains("\"AllGA\"") && e.contains("AllAlpha"), "{e}");
+        let e = FeatureGates::parse("AllAlpha=yes").unwrap_err();
+        assert!(e.contains("AllAlpha") && e.contains("true or false"), "{e}");
     }
 }
