@@ -330,6 +330,7 @@ def cmd_run(a):
     passed = sum(1 for r in results.values() if r["outcome"] == "pass")
     failed = len(results) - passed
     exp_fail = sum(1 for k in results if expected.get(k, ("pass",))[0] == "fail")
+    flaky = sum(1 for k in results if expected.get(k, ("pass",))[0] == "flaky")
     print()
     for group, label, *_ in GROUPS:
         keys = [k for k in results if k[0] == group]
@@ -338,7 +339,8 @@ def cmd_run(a):
             print(f"  {label}: {p}/{len(keys)} passed")
     for key, why in mismatches:
         print(f"MISMATCH [{key[0]}] {key[1]}: {why}")
-    print(f"kruise conformance: {passed} passed, {failed} failed ({exp_fail} expected)", flush=True)
+    also = f", {flaky} flaky" if flaky else ""
+    print(f"kruise conformance: {passed} passed, {failed} failed ({exp_fail} expected{also})", flush=True)
     # For the caller's `N passed, M failed` line: specs as expected vs differences.
     with open(os.path.join(a.work, "summary"), "w") as f:
         f.write(f"{len(results) - len([m for m in mismatches if m[0] in results])} {len(mismatches)}\n")

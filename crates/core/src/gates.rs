@@ -64,8 +64,15 @@ impl FeatureGates {
                     explicit.insert(k, v);
                 }
                 other => {
-                    let known: Vec<&str> = GATES.iter().map(|(n, ..)| *n).chain([ALL_ALPHA, ALL_BETA]).collect();
-                    return Err(format!("unknown feature gate {other:?}; known: {}", known.join(", ")));
+                    let known: Vec<&str> = GATES
+                        .iter()
+                        .map(|(n, ..)| *n)
+                        .chain([ALL_ALPHA, ALL_BETA])
+                        .collect();
+                    return Err(format!(
+                        "unknown feature gate {other:?}; known: {}",
+                        known.join(", ")
+                    ));
                 }
             }
         }
@@ -107,7 +114,10 @@ mod tests {
 
     #[test]
     fn explicit_gate_wins_over_all_alpha_in_any_order() {
-        for spec in ["AllAlpha=true,CloneSetShortHash=false", "CloneSetShortHash=false,AllAlpha=true"] {
+        for spec in [
+            "AllAlpha=true,CloneSetShortHash=false",
+            "CloneSetShortHash=false,AllAlpha=true",
+        ] {
             let g = FeatureGates::parse(spec).unwrap();
             assert!(!g.cloneset_short_hash, "{spec}");
             assert!(g.cloneset_partition_rollback, "{spec}");
