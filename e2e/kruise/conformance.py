@@ -268,7 +268,7 @@ def cmd_run(a):
     expected, header = read_expected(a.expected)
 
     # Longest first (durations of earlier runs), so the slowest specs do not start last.
-    dpath = os.path.join(os.path.dirname(a.work), "kruise-durations.tsv")
+    dpath = a.durations or os.path.join(a.work, "durations.tsv")
     durations = load_durations(dpath)
     order = sorted(chosen, key=lambda s: -durations.get((s[0], s[1]), a.timeout))
     print(
@@ -370,6 +370,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=240, help="seconds per spec")
     ap.add_argument("--update", action="store_true", help="rewrite expected.tsv from this run (keeps reasons)")
     ap.add_argument("--keep", action="store_true", help="keep logs of passing specs too")
+    ap.add_argument("--durations", help="TSV of each spec's last duration (read to run the longest first, updated)")
     a = ap.parse_args()
     if a.command == "run" and not a.kubeconfig:
         die("run needs --kubeconfig")
