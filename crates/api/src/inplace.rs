@@ -26,13 +26,26 @@ pub struct InPlaceUpdateState {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_container_images: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub next_container_ref_metadata: BTreeMap<String, serde_json::Value>,
+    pub next_container_ref_metadata: BTreeMap<String, ContainerRefMetadata>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_container_resources: BTreeMap<String, ResourceRequirements>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_check_before_next: Option<InPlaceUpdatePreCheckBeforeNext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_batches_record: Vec<InPlaceUpdateContainerBatch>,
+}
+
+/// The labels/annotations one container reads through the downward API that change with the update
+/// (Kruise `containerRefMetadata[name]`, a `metav1.ObjectMeta`; Go never omits its `creationTimestamp`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRefMetadata {
+    #[serde(default)]
+    pub creation_timestamp: Option<Time>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// `lastContainerStatuses[name]`.
@@ -67,7 +80,7 @@ pub struct UpdateSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub container_images: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub container_ref_metadata: BTreeMap<String, serde_json::Value>,
+    pub container_ref_metadata: BTreeMap<String, ContainerRefMetadata>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub container_resources: BTreeMap<String, ResourceRequirements>,
     /// Strategic-merge patch of pod metadata; a Go `[]byte`, so base64 text in JSON.
@@ -169,6 +182,24 @@ mod tests {
         assert_eq!(
             s.to_json(),
             r#"{"revision":"r","updateTimestamp":"2026-11-30T10:00:00Z","lastContainerStatuses":null,"updateImages":true}"#
+        );
+    }
+
+    #[test]
+    fn ref_metadata_json_is_go_object_meta() {
+        let m = ContainerRefMetadata {
+            labels: [("k".to_string(), "v2".to_string())].into(),
+            ..Default::default()
+        };
+        let mut g = UpdateSpec {
+            revision: "r".into(),
+            update_env_from_metadata: true,
+            ..Default::default()
+        };
+        g.container_ref_metadata.insert("c1".into(), m);
+        assert_eq!(
+            g.to_json(),
+            r#"{"revision":"r","containerRefMetadata":{"c1":{"creationTimestamp":null,"labels":{"k":"v2"}}},"updateEnvFromMetadata":true}"#
         );
     }
 

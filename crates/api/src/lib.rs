@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cloneset;
+pub mod containermeta;
 pub mod crd;
 pub mod inplace;
 pub mod keys;

@@ -39,6 +39,20 @@ impl Default for Config {
     }
 }
 
+/// Plan warnings already emitted (once per CloneSet UID and reason, for the controller's lifetime).
+#[derive(Default)]
+pub struct Warned(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
+
+impl Warned {
+    /// True the first time this (CloneSet UID, reason) is seen.
+    pub fn first_time(&self, uid: &str, reason: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((uid.to_string(), reason.to_string()))
+    }
+}
+
 /// Everything a reconcile needs.
 pub struct Context {
     pub client: kube::Client,
@@ -52,6 +66,10 @@ pub struct Context {
     pub pvcs: Store<PersistentVolumeClaim>,
     /// Pod summaries per CloneSet, refreshed by each snapshot for the pods that changed.
     pub summaries: SummaryCache,
+    /// Launch-priority barrier keys known to exist (see `barrier`).
+    pub barriers: crate::barrier::BarrierCache,
+    /// Plan warnings already reported, per CloneSet UID and reason.
+    pub warned: Warned,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,

@@ -51,6 +51,13 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         key,
         written: Mutex::new(HashMap::new()),
     };
+    // Once per CloneSet (UID) and reason: a condition the user must fix, not a per-reconcile message.
+    for w in &plan.warnings {
+        let uid = cs.uid().unwrap_or_default();
+        if ctx.warned.first_time(&uid, &w.reason) {
+            x.event(Severity::Warning, &w.reason, w.message.clone());
+        }
+    }
 
     // Each creation unit is a pod preceded by its PVCs (Kruise createOnePod: PVCs first, in order).
     let mut creates: Vec<Vec<&Action>> = Vec::new();
@@ -340,16 +347,22 @@ impl Exec<'_> {
                 }
                 self.expect(Expect::RevisionCreated(revision.name_any()));
             }
-            Action::BumpRevision { name, revision } => {
+            Action::BumpRevision {
+                name,
+                revision,
+                vct_hash,
+            } => {
                 let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
                 m.write("patch", "controllerrevisions");
-                api.patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "revision": revision })),
-                )
-                .await
-                .map_err(|e| action_err(format!("bump revision {name}"), e))?;
+                let body = match vct_hash {
+                    Some(h) => {
+                        json!({ "revision": revision, "metadata": {"annotations": {insitu_api::keys::VCT_HASH_ANNOTATION: h}} })
+                    }
+                    None => json!({ "revision": revision }),
+                };
+                api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+                    .await
+                    .map_err(|e| action_err(format!("bump revision {name}"), e))?;
             }
             Action::DeleteRevision { name } => {
                 let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);

@@ -60,6 +60,10 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
         .await
         .map_err(|e| Error::Invalid(format!("pvc cache: {e}")))?;
 
+    // Kruise runs this as its own controller over pod events; here the pod events that reconcile the
+    // CloneSet drive it, before anything that may end the round early.
+    crate::barrier::sync(&ctx, &cs).await;
+
     let now = ctx.clock.now();
     let caches = Caches {
         pods: &ctx.pods,

@@ -95,6 +95,8 @@ pub async fn run(
         nodes: node_store,
         pvcs: pvc_store,
         summaries: Default::default(),
+        barriers: Default::default(),
+        warned: Default::default(),
         clock,
         expectations: Expectations::default(),
         metrics,

@@ -110,7 +110,7 @@ pub fn action_line(a: &Action) -> String {
             revision.metadata.name.as_deref().unwrap_or_default(),
             revision.revision
         ),
-        Action::BumpRevision { name, revision } => {
+        Action::BumpRevision { name, revision, .. } => {
             format!("bump ControllerRevision {name} to revision {revision}")
         }
         Action::DeleteRevision { name } => format!("delete ControllerRevision {name}"),

@@ -14,6 +14,9 @@ pub struct FeatureGates {
     /// Exclude PreparingDelete pods when counting replicas for scale (flag
     /// `--cloneset-scaling-exclude-preparing-delete`). Kruise default: false.
     pub exclude_preparing_delete: bool,
+    /// `RecreatePodWhenChangeVCTInCloneSetGate`: a pod whose revision's volumeClaimTemplates hash differs
+    /// from the target's is recreated instead of updated in place (not under InPlaceOnly). Kruise default: off.
+    pub recreate_pod_when_change_vct: bool,
 }
 
 /// Kruise's release stage of a gate: `AllAlpha=true` / `AllBeta=true` switch on every gate of that stage that is
@@ -36,6 +39,7 @@ const GATES: &[(&str, Stage, bool)] = &[
     ("PreparingUpdateAsUpdate", Stage::Alpha, false),
     ("CloneSetShortHash", Stage::Alpha, false),
     ("CloneSetScalingExcludePreparingDelete", Stage::Flag, false),
+    ("RecreatePodWhenChangeVCTInCloneSetGate", Stage::Alpha, false),
 ];
 
 /// The pseudo-gates of component-base that set every gate of a stage.
@@ -96,6 +100,7 @@ impl FeatureGates {
             "PreparingUpdateAsUpdate" => self.preparing_update_as_update = on,
             "CloneSetShortHash" => self.cloneset_short_hash = on,
             "CloneSetScalingExcludePreparingDelete" => self.exclude_preparing_delete = on,
+            "RecreatePodWhenChangeVCTInCloneSetGate" => self.recreate_pod_when_change_vct = on,
             _ => {}
         }
     }
@@ -109,6 +114,7 @@ mod tests {
     fn all_alpha_sets_every_alpha_gate_but_not_flags() {
         let g = FeatureGates::parse("AllAlpha=true,AllBeta=true").unwrap();
         assert!(g.cloneset_partition_rollback && g.preparing_update_as_update && g.cloneset_short_hash);
+        assert!(g.recreate_pod_when_change_vct);
         assert!(!g.exclude_preparing_delete, "a Kruise flag is no alpha gate");
     }
 

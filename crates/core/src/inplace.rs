@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
 
+use crate::envmeta::{self, RefMetadata};
 use crate::gojson;
 use crate::plan::PodMutation;
 
@@ -28,6 +29,12 @@ pub struct InPlaceSpec {
     pub finalizers: BTreeMap<String, bool>,
     /// Strategic-merge patch JSON of the metadata change (Go bytes), if any.
     pub meta_patch: Option<String>,
+    /// container name → the changed labels/annotations it reads through the downward API (Kruise
+    /// `containerRefMetadata`); these keys are not in `labels`/`annotations`/`meta_patch` but reach the pod
+    /// with their container's batch, and the node agent restarts the container.
+    pub ref_metadata: RefMetadata,
+    /// Kruise `updateEnvFromMetadata`: some container must restart for env from metadata.
+    pub update_env_from_metadata: bool,
 }
 
 /// One RFC 6902 operation of the template diff (op, path).
@@ -198,6 +205,27 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String
         let nm = new_tpl.get("metadata");
         spec.labels = map_changes(&str_map(om, "labels"), &str_map(nm, "labels"));
         spec.annotations = map_changes(&str_map(om, "annotations"), &str_map(nm, "annotations"));
+        // Kruise gate InPlaceUpdateEnvFromMetadata (default on): downward-API keys go to their containers.
+        let containers: Vec<k8s_openapi::api::core::v1::Container> = new_tpl
+            .pointer("/spec/containers")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default();
+        for (kind, key, changes) in [
+            (
+                insitu_api::containermeta::MetaKind::Labels,
+                "labels",
+                &mut spec.labels,
+            ),
+            (
+                insitu_api::containermeta::MetaKind::Annotations,
+                "annotations",
+                &mut spec.annotations,
+            ),
+        ] {
+            let old_has_map = om.and_then(|m| m.get(key)).is_some_and(Value::is_object);
+            envmeta::extract(&containers, old_has_map, kind, changes, &mut spec.ref_metadata);
+        }
+        spec.update_env_from_metadata = !spec.ref_metadata.is_empty();
         let fins = |m: Option<&Value>| -> Vec<String> {
             m.and_then(|m| m.get("finalizers"))
                 .and_then(Value::as_array)
@@ -322,32 +350,47 @@ fn container_priority(pod: &Pod, name: &str) -> Option<i64> {
 }
 
 /// Kruise `defaultPatchUpdateSpecToPod`: choose this batch (containers without a priority plus those with
-/// the highest), set their images, record their imageIDs and the batch, queue the rest as `next*`.
+/// the highest, plus those sharing a changed label/annotation with them), set their images and the
+/// metadata their env reads, record their imageIDs and the batch, queue the rest as `next*`.
 fn patch_spec_to_pod(
     pod: &Pod,
     images: &BTreeMap<String, String>,
+    refs: &RefMetadata,
     state: &mut InPlaceUpdateState,
     now: &Time,
     m: &mut PodMutation,
 ) {
     state.next_container_images.clear();
+    state.next_container_ref_metadata.clear();
     state.pre_check_before_next = None;
-    let prios: BTreeMap<&str, Option<i64>> = images
-        .keys()
-        .map(|n| (n.as_str(), container_priority(pod, n)))
-        .collect();
+    let names: BTreeSet<&str> = images.keys().chain(refs.keys()).map(String::as_str).collect();
+    let prios: BTreeMap<&str, Option<i64>> = names.iter().map(|n| (*n, container_priority(pod, n))).collect();
     let top = prios.values().flatten().max().copied();
-    let mut batch: BTreeSet<String> = BTreeSet::new();
+    let mut batch: BTreeSet<String> = prios
+        .iter()
+        .filter(|(_, p)| p.is_none() || **p == top)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    envmeta::add_shared(&mut batch, refs);
     for (name, img) in images {
-        let p = prios.get(name.as_str()).copied().flatten();
-        if p.is_none() || p == top {
-            batch.insert(name.clone());
+        if batch.contains(name) {
             m.container_images.insert(name.clone(), img.clone());
         } else {
             state.next_container_images.insert(name.clone(), img.clone());
         }
     }
-    let last = state.last_container_statuses.get_or_insert_with(BTreeMap::new);
+    for (name, meta) in refs {
+        if batch.contains(name) {
+            m.labels
+                .extend(meta.labels.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+            m.annotations
+                .extend(meta.annotations.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+        } else {
+            state
+                .next_container_ref_metadata
+                .insert(name.clone(), meta.clone());
+        }
+    }
     for s in pod
         .status
         .as_ref()
@@ -355,7 +398,9 @@ fn patch_spec_to_pod(
         .into_iter()
         .flatten()
     {
-        if batch.contains(&s.name) {
+        // Kruise records imageIDs only for the containers whose image this batch changes.
+        if batch.contains(&s.name) && images.contains_key(&s.name) {
+            let last = state.last_container_statuses.get_or_insert_with(BTreeMap::new);
             last.insert(
                 s.name.clone(),
                 InPlaceUpdateContainerStatus {
@@ -364,7 +409,7 @@ fn patch_spec_to_pod(
             );
         }
     }
-    if !state.next_container_images.is_empty() {
+    if !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty() {
         state.pre_check_before_next = Some(InPlaceUpdatePreCheckBeforeNext {
             containers_required_ready: batch.iter().cloned().collect(),
         });
@@ -409,6 +454,8 @@ impl StartTemplate {
             let grace = UpdateSpec {
                 revision: revision.to_string(),
                 container_images: spec.images.clone(),
+                container_ref_metadata: spec.ref_metadata.clone(),
+                update_env_from_metadata: spec.update_env_from_metadata,
                 meta_data_patch: spec.meta_patch.as_ref().map(|p| B64.encode(p.as_bytes())),
                 grace_seconds,
                 ..Default::default()
@@ -433,6 +480,7 @@ impl StartTemplate {
             revision: revision.to_string(),
             update_timestamp: t.clone(),
             update_images: !spec.images.is_empty(),
+            update_env_from_metadata: spec.update_env_from_metadata,
             ..Default::default()
         }
     }
@@ -474,7 +522,14 @@ impl StartTemplate {
             _ => {
                 let mut state = Self::state(&self.spec, &self.revision, &self.now);
                 apply_meta(&self.spec, &mut m);
-                patch_spec_to_pod(pod, &self.spec.images, &mut state, &self.now, &mut m);
+                patch_spec_to_pod(
+                    pod,
+                    &self.spec.images,
+                    &self.spec.ref_metadata,
+                    &mut state,
+                    &self.now,
+                    &mut m,
+                );
                 m.annotations
                     .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
                 m.annotations
@@ -549,7 +604,14 @@ pub fn finish_grace(
     if let Some(p) = spec.meta_data_patch.as_deref().and_then(|p| B64.decode(p).ok()) {
         meta_from_patch(&String::from_utf8_lossy(&p), &mut m);
     }
-    patch_spec_to_pod(pod, &spec.container_images, &mut state, &time(now), &mut m);
+    patch_spec_to_pod(
+        pod,
+        &spec.container_images,
+        &spec.container_ref_metadata,
+        &mut state,
+        &time(now),
+        &mut m,
+    );
     m.annotations.insert(
         keys::INPLACE_UPDATE_STATE_ANNOTATION.into(),
         Some(state.to_json()),
@@ -619,14 +681,23 @@ pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> R
     }
     let Some(state) = state else { return Ok(()) };
     let state = parse_state(state)?;
-    if !state.next_container_images.is_empty() {
+    if has_next_batch(&state) {
         return Err("existing containers to in-place update in next batches".into());
     }
     containers_completed(pod, &state)
 }
 
-/// Kruise `defaultCheckContainersInPlaceUpdateCompleted` (status fallback).
+/// Whether containers wait for a later batch (Kruise `updateNextBatch`'s condition).
+pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
+    !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty()
+}
+
+/// Kruise `defaultCheckContainersInPlaceUpdateCompleted`: env from metadata needs the node agent's
+/// report; images fall back to the status.
 pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
+    if state.update_env_from_metadata {
+        envmeta::env_hashes_consistent(pod)?;
+    }
     let Some(last) = state.last_container_statuses.as_ref() else {
         return Ok(());
     };
@@ -677,8 +748,9 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
         }
     }
     let images = std::mem::take(&mut st.next_container_images);
+    let refs = std::mem::take(&mut st.next_container_ref_metadata);
     let mut m = PodMutation::default();
-    patch_spec_to_pod(pod, &images, &mut st, &time(now), &mut m);
+    patch_spec_to_pod(pod, &images, &refs, &mut st, &time(now), &mut m);
     m.annotations
         .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(st.to_json()));
     Ok(m)

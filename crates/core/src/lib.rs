@@ -4,11 +4,13 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod envmeta;
 pub mod explain;
 pub mod gates;
 pub mod gojson;
 pub mod inplace;
 pub mod input;
+pub mod launch_priority;
 pub mod packed;
 pub mod plan;
 pub mod planner;

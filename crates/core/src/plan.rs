@@ -25,6 +25,19 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// One line per decision, for `insitu plan`, events and logs.
     pub explanation: Vec<String>,
+    /// Conditions the user must act on; the controller emits each reason once per CloneSet as a Warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+}
+
+/// Event reason: an env-from-metadata update waits for a node agent that does not run on the pod's node.
+pub const NO_NODE_AGENT: &str = "EnvFromMetadataWithoutNodeAgent";
+
+/// A Warning the plan asks the controller to report (once per CloneSet and reason).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub reason: String,
+    pub message: String,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -63,7 +76,13 @@ pub enum Action {
     CreateRevision { revision: Box<ControllerRevision> },
     /// Re-use an older equal revision by bumping its `.revision` number (rollback).
     #[serde(rename_all = "camelCase")]
-    BumpRevision { name: String, revision: i64 },
+    BumpRevision {
+        name: String,
+        revision: i64,
+        /// The new `kruise.io/cloneset-volumeclaimtemplate-hash`, when it changes with the bump.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        vct_hash: Option<String>,
+    },
     /// Delete an old revision beyond revisionHistoryLimit.
     #[serde(rename_all = "camelCase")]
     DeleteRevision { name: String },

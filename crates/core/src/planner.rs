@@ -816,6 +816,20 @@ impl<'a> Planner<'a> {
                     containers_done = false;
                     completed = Some(false);
                 }
+                InFlight::NoNodeAgent => {
+                    containers_done = false;
+                    completed = Some(false);
+                    let msg = format!(
+                        "pod {}: a container's env reads a changed label/annotation (env from metadata) and needs a node agent (kruise-daemon) to restart it, but the pod has no {}: nothing will restart it, the update waits; run kruise-daemon (or `insitu nodes`) on the node, or recreate the pod",
+                        f.name(),
+                        insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION
+                    );
+                    self.why(msg.clone());
+                    self.plan.warnings.push(crate::plan::Warning {
+                        reason: crate::plan::NO_NODE_AGENT.into(),
+                        message: msg,
+                    });
+                }
                 InFlight::NextBatch => {
                     containers_done = false;
                     completed = Some(false);
@@ -1016,6 +1030,11 @@ impl<'a> Planner<'a> {
         let mut ctx = UpdateCtx {
             stype,
             target_name,
+            target_vct: self
+                .gates
+                .recreate_pod_when_change_vct
+                .then(|| revision::vct_hash_of(target))
+                .flatten(),
             target_tpl: revision::template_value(target),
             rev_by_hash,
             grace,
@@ -1077,7 +1096,8 @@ impl<'a> Planner<'a> {
                 None => {
                     let t = match (old, ctx.target_tpl) {
                         (Some(old), Some(t)) => match revision::template_value(old) {
-                            Some(o) => inplace::calculate(o, t),
+                            Some(o) => vct_check(old, ctx.target_vct, ctx.stype)
+                                .and_then(|()| inplace::calculate(o, t)),
                             None => Err("old revision has no template".into()),
                         },
                         (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision())),
@@ -1186,10 +1206,32 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Kruise `CanVCTemplateInplaceUpdate` under `RecreatePodWhenChangeVCTInCloneSetGate` (research §2.3 step 3):
+/// both revisions carry the volumeClaimTemplates hash and they differ → not in place. InPlaceOnly ignores it
+/// (Kruise `IgnoreVolumeClaimTemplatesHashDiff`).
+fn vct_check(
+    old: &ControllerRevision,
+    target_vct: Option<&str>,
+    stype: CloneSetUpdateStrategyType,
+) -> Result<(), String> {
+    let (Some(new), Some(old_hash)) = (target_vct, revision::vct_hash_of(old)) else {
+        return Ok(());
+    };
+    if stype == CloneSetUpdateStrategyType::InPlaceOnly || new == old_hash {
+        return Ok(());
+    }
+    Err(format!(
+        "spec.volumeClaimTemplates changed (annotation {} {old_hash:?} → {new:?}) and RecreatePodWhenChangeVCTInCloneSetGate is on: new PVCs need a new pod",
+        keys::VCT_HASH_ANNOTATION
+    ))
+}
+
 /// Per-round state of the update step: the in-place start templates cached per old revision.
 struct UpdateCtx<'a> {
     stype: CloneSetUpdateStrategyType,
     target_name: &'a str,
+    /// The target revision's volumeClaimTemplates hash, when `RecreatePodWhenChangeVCTInCloneSetGate` is on.
+    target_vct: Option<&'a str>,
     target_tpl: Option<&'a Value>,
     rev_by_hash: &'a HashMap<&'a str, &'a Arc<ControllerRevision>>,
     grace: i32,

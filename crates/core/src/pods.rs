@@ -321,6 +321,7 @@ pub fn new_pod(
         keys::LIFECYCLE_STATE_LABEL.into(),
         keys::lifecycle::PREPARING_NORMAL.into(),
     );
+    let tmeta_annotations = tmeta.annotations.clone();
     let mut annotations: BTreeMap<String, String> = tmeta.annotations.unwrap_or_default();
     annotations.insert(keys::LIFECYCLE_TIMESTAMP_ANNOTATION.into(), rfc3339(now));
     let mut spec = template.spec.clone().unwrap_or_default();
@@ -340,6 +341,12 @@ pub fn new_pod(
         gates.push(PodReadinessGate {
             condition_type: keys::KRUISE_POD_READY.into(),
         });
+    }
+    // Kruise's pod webhook injects KRUISE_CONTAINER_BARRIER for launch priority; insitu builds its pods
+    // itself and injects it here (a priority that is not an integer gets none; Kruise's webhook would
+    // reject such a pod).
+    if let Ok(Some(prios)) = crate::launch_priority::priorities(&spec, tmeta_annotations.as_ref()) {
+        crate::launch_priority::inject(&mut spec, &prios, &format!("{cs_name}-{id}"));
     }
     // One PVC volume per volumeClaimTemplate, replacing a template volume of the same name.
     for vct in &cs.spec.volume_claim_templates {

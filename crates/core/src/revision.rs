@@ -129,6 +129,15 @@ pub fn vct_hash(cs: &CloneSet) -> String {
     fnv32a(gojson::marshal(&v).as_bytes()).to_string()
 }
 
+/// A revision's volumeClaimTemplates hash annotation, if it has one.
+pub fn vct_hash_of(r: &ControllerRevision) -> Option<&str> {
+    r.metadata
+        .annotations
+        .as_ref()?
+        .get(keys::VCT_HASH_ANNOTATION)
+        .map(String::as_str)
+}
+
 /// The outcome of Kruise `getActiveRevisions` for one snapshot.
 #[derive(Debug)]
 pub struct ActiveRevisions {
@@ -219,7 +228,20 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
                 "template equals older revision {name}: bump its revision {} → {next} (rollback)",
                 all[i].revision
             ));
-            actions.push(Action::BumpRevision { name, revision: next });
+            // Kruise getActiveRevisions: the bumped revision takes the CloneSet's current VCT hash.
+            let want = vct_hash(cs);
+            let vct_hash = (vct_hash_of(&r) != Some(want.as_str())).then(|| {
+                r.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(keys::VCT_HASH_ANNOTATION.into(), want.clone());
+                want
+            });
+            actions.push(Action::BumpRevision {
+                name,
+                revision: next,
+                vct_hash,
+            });
             let r = Arc::new(r);
             all.remove(i);
             all.push(r.clone());

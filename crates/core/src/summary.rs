@@ -163,6 +163,9 @@ pub(crate) enum InFlight {
     Invalid,
     /// Some container recorded in the state has not restarted with its new image yet.
     Waiting,
+    /// Env from metadata waits for a node agent that never reported on this pod (no
+    /// `apps.kruise.io/runtime-containers-meta`): without kruise-daemon nothing restarts the containers.
+    NoNodeAgent,
     /// Every container of the last batch is updated and no batch is left.
     Done,
     /// The last batch is updated and another batch of containers waits (`nextContainerImages`).
@@ -174,8 +177,16 @@ impl InFlight {
         match inplace::parse_state(state) {
             Err(_) => InFlight::Invalid,
             Ok(st) => match inplace::containers_completed(pod, &st) {
+                Err(_)
+                    if st.update_env_from_metadata
+                        && !pod.metadata.annotations.as_ref().is_some_and(|a| {
+                            a.contains_key(insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION)
+                        }) =>
+                {
+                    InFlight::NoNodeAgent
+                }
                 Err(_) => InFlight::Waiting,
-                Ok(()) if st.next_container_images.is_empty() => InFlight::Done,
+                Ok(()) if !inplace::has_next_batch(&st) => InFlight::Done,
                 Ok(()) => InFlight::NextBatch,
             },
         }

@@ -119,7 +119,7 @@ fn rollback_bumps_the_old_revision_and_updates_in_place() {
     let p = w.plan();
     assert_eq!(p.update_revision, rev1);
     assert!(
-        matches!(&p.actions[0], Action::BumpRevision { name, revision: 3 } if *name == rev1),
+        matches!(&p.actions[0], Action::BumpRevision { name, revision: 3, .. } if *name == rev1),
         "{:?}",
         verbs(&p)
     );

@@ -2,8 +2,9 @@
 //!
 //! Registers `--count` Node objects with Lease heartbeats, binds pending pods through `pods/binding`, runs their
 //! containers on a real-time clock and writes pod status as a kubelet does, and finalises graceful deletes.
-//! Image behaviour is configurable by glob (`--crash-image`, `--pull-fail-image`) so e2e suites can roll out a
-//! broken version.
+//! Image behaviour is configurable by glob (`--crash-image`, `--pull-fail-image`, `--exit-image`) so e2e suites
+//! can roll out a broken version. The nodes also act as kruise-daemon's container-meta controller (env from
+//! metadata restarts, `apps.kruise.io/runtime-containers-meta`) unless `--kruise-daemon false`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -60,6 +61,21 @@ pub struct NodesArgs {
         value_delimiter = ','
     )]
     pub pull_fail_images: Vec<String>,
+    /// Images matching this glob have a default command that exits 0 at once (e.g. busybox's `sh` with no
+    /// terminal): a container that sets no `command` is Completed, then CrashLoopBackOff under restartPolicy
+    /// Always. Repeatable, or comma-separated in $INSITU_NODES_EXIT_IMAGES.
+    #[arg(
+        long = "exit-image",
+        value_name = "GLOB",
+        env = "INSITU_NODES_EXIT_IMAGES",
+        value_delimiter = ','
+    )]
+    pub exit_images: Vec<String>,
+    /// Also act as kruise-daemon's container-meta controller on these nodes: restart containers whose env
+    /// from a pod label/annotation changed during an in-place update, and report
+    /// `apps.kruise.io/runtime-containers-meta` for pods with such env.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub kruise_daemon: bool,
     /// Node lease renewal interval in seconds (0 disables heartbeats).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,
@@ -103,6 +119,10 @@ impl NodesArgs {
             let fail = ImageFailure::NeverPulls;
             profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
         }
+        for glob in self.exit_images.iter().filter(|g| !g.is_empty()) {
+            let fail = ImageFailure::ExitsAtOnce;
+            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
+        }
         profiles
     }
 
@@ -115,6 +135,7 @@ impl NodesArgs {
             images: self.images(),
             heartbeat: (self.heartbeat_seconds > 0).then(|| Duration::from_secs(self.heartbeat_seconds)),
             events: !self.no_events,
+            kruise_daemon: self.kruise_daemon,
             ..NodesConfig::default()
         }
     }
@@ -135,6 +156,8 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
             volumes = args.volumes,
             crash_images = ?args.crash_images,
             pull_fail_images = ?args.pull_fail_images,
+            exit_images = ?args.exit_images,
+            kruise_daemon = args.kruise_daemon,
             "starting simulated nodes"
         );
         let mut tasks = tokio::task::JoinSet::new();

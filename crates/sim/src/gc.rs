@@ -38,7 +38,7 @@ pub struct GcConfig {
 
 impl Default for GcConfig {
     /// CloneSets own pods, revisions and PVCs; pods own the PVCs handed over to them (Kruise
-    /// disablePVCReuse), which go when the pod goes.
+    /// disablePVCReuse) and their launch-priority barrier ConfigMaps, which go when the pod goes.
     fn default() -> Self {
         Self {
             owners: vec![
@@ -49,6 +49,7 @@ impl Default for GcConfig {
                 ApiResource::erase::<Pod>(&()),
                 ApiResource::erase::<ControllerRevision>(&()),
                 ApiResource::erase::<PersistentVolumeClaim>(&()),
+                ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             ],
         }
     }

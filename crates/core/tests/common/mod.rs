@@ -146,7 +146,7 @@ impl World {
         for a in &plan.actions {
             match a {
                 Action::CreateRevision { revision } => self.revisions.push((**revision).clone()),
-                Action::BumpRevision { name, revision } => {
+                Action::BumpRevision { name, revision, .. } => {
                     if let Some(r) = self
                         .revisions
                         .iter_mut()
@@ -376,7 +376,7 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             Action::CreateRevision { revision } => {
                 format!("CreateRevision {}", revision.metadata.name.clone().unwrap())
             }
-            Action::BumpRevision { name, revision } => format!("BumpRevision {name} {revision}"),
+            Action::BumpRevision { name, revision, .. } => format!("BumpRevision {name} {revision}"),
             Action::DeleteRevision { name } => format!("DeleteRevision {name}"),
             Action::CreatePod { revision, .. } => format!("CreatePod {revision}"),
             Action::DeletePod { pod, .. } => format!("DeletePod {pod}"),

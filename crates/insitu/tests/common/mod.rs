@@ -45,17 +45,20 @@ pub fn cloneset(name: &str, replicas: i32) -> CloneSet {
 
 impl Harness {
     pub async fn start(seed: u64) -> Self {
-        let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap(), 1.0);
-        let cluster = SimCluster::start(
-            SimConfig {
-                nodes: 4,
-                seed,
-                ..Default::default()
-            },
-            clock.clone(),
-        )
+        Self::start_with(SimConfig {
+            nodes: 4,
+            seed,
+            ..Default::default()
+        })
         .await
-        .expect("sim starts");
+    }
+
+    /// A cluster with this configuration (image profiles, nodes, ...) plus the controller.
+    pub async fn start_with(config: SimConfig) -> Self {
+        let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap(), 1.0);
+        let cluster = SimCluster::start(config, clock.clone())
+            .await
+            .expect("sim starts");
         let client = cluster.client.clone();
         let metrics = Arc::new(Metrics::new());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

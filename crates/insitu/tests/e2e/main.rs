@@ -11,6 +11,7 @@
 //!
 //! Arguments that do not start with `-` filter scenarios by substring.
 
+mod inplace_meta;
 mod scenarios;
 mod util;
 
@@ -107,6 +108,8 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(scale, 1, false, 240),
         scenario!(broken_image, 1, false, 300),
         scenario!(pvc, 1, false, 300),
+        scenario!(env_from_label, 1, false, 240),
+        scenario!(launch_priority, 1, false, 300),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.

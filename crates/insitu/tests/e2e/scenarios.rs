@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::Env;
+pub use crate::inplace_meta::{env_from_label, launch_priority};
 use crate::util::*;
 
 const SETTLE: Duration = Duration::from_secs(8);
@@ -658,11 +659,18 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("", "nodes", "", "watch", ""),
         ("coordination.k8s.io", "leases", "", "update", "insitu-system"),
         ("coordination.k8s.io", "leases", "", "create", "insitu-system"),
+        // Launch-priority barriers (`<pod>-barrier`): read, created, keys patched in; nothing else.
+        ("", "configmaps", "", "get", "default"),
+        ("", "configmaps", "", "create", "default"),
+        ("", "configmaps", "", "patch", "default"),
     ];
     let denied: &[(&str, &str, &str, &str, &str)] = &[
         ("", "secrets", "", "get", "insitu-system"),
         ("", "secrets", "", "list", ""),
-        ("", "configmaps", "", "get", "default"),
+        ("", "configmaps", "", "list", ""),
+        ("", "configmaps", "", "watch", ""),
+        ("", "configmaps", "", "update", "default"),
+        ("", "configmaps", "", "delete", "default"),
         ("", "nodes", "", "get", ""),
         ("", "nodes", "", "patch", ""),
         ("", "pods", "exec", "create", "default"),

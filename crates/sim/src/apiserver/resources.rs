@@ -271,6 +271,23 @@ pub static RESOURCES: &[ResourceType] = &[
         return_deleted: false,
         fields: &[],
     },
+    // Container launch-priority barriers (`<pod>-barrier`, owned by their pod).
+    ResourceType {
+        group: "",
+        version: "v1",
+        resource: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        short_names: &["cm"],
+        categories: &[],
+        subresources: &[],
+        smp: true,
+        generation: false,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    },
     ResourceType {
         group: "coordination.k8s.io",
         version: "v1",

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use insitu_api::containermeta::{RUNTIME_CONTAINERS_META_ANNOTATION, RuntimeContainerMetaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -21,7 +22,7 @@ use super::events::{EventSink, Regarding};
 use super::image::fnv1a;
 use super::ipam::{Plan, Pool};
 use super::node::identities;
-use super::runtime::{Env, KEvent, NodeRt, PodRt, add, deletion_grace};
+use super::runtime::{ConfigMaps, Env, KEvent, NodeRt, PodRt, add, deletion_grace};
 use super::status::{PodView, build_status};
 use crate::Clock;
 
@@ -82,6 +83,8 @@ pub(super) struct Agent {
     done_rx: mpsc::UnboundedReceiver<Done>,
     events: Option<EventSink>,
     relist: Option<HashSet<String>>,
+    /// What the kubelet's ConfigMap manager sees (env `configMapKeyRef`).
+    config_maps: ConfigMaps,
     _tasks: tokio::task::JoinSet<()>,
 }
 
@@ -100,8 +103,16 @@ fn rv_of(pod: &Pod) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn status_hash(s: &PodStatus) -> u64 {
-    fnv1a(&serde_json::to_vec(s).unwrap_or_default())
+fn status_hash(s: &PodStatus, meta: Option<&str>) -> u64 {
+    fnv1a(&serde_json::to_vec(s).unwrap_or_default()) ^ meta.map_or(0, |m| fnv1a(m.as_bytes()).rotate_left(1))
+}
+
+fn meta_annotation(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(RUNTIME_CONTAINERS_META_ANNOTATION)
+        .map(String::as_str)
 }
 
 fn is_code(e: &kube::Error, code: u16) -> bool {
@@ -159,6 +170,7 @@ impl Agent {
             done_rx,
             events,
             relist: None,
+            config_maps: ConfigMaps::default(),
             _tasks: tasks,
         }
     }
@@ -172,6 +184,10 @@ impl Agent {
             cfg = cfg.fields(&selector);
         }
         let mut stream = watcher(api, cfg).default_backoff().boxed();
+        let cm_api: Api<ConfigMap> = Api::all(self.client.clone());
+        let mut cm_stream = watcher(cm_api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         loop {
             let next_timer = self.timers.keys().next().map(|(t, _)| *t);
             let sleep = next_timer.map(|t| self.clock.sleep(super::runtime::since(t, self.clock.now())));
@@ -182,6 +198,10 @@ impl Agent {
                     Some(Ok(ev)) => self.on_watch(ev),
                     Some(Err(e)) => tracing::debug!(error = %e, "kubelet pod watch error"),
                     None => return,
+                },
+                Some(ev) = cm_stream.next() => match ev {
+                    Ok(ev) => self.on_config_map(ev),
+                    Err(e) => tracing::debug!(error = %e, "kubelet configmap watch error"),
                 },
                 () = async { match sleep { Some(s) => s.await, None => std::future::pending().await } } => {
                     let now = self.clock.now().max(next_timer.unwrap_or(Timestamp::UNIX_EPOCH));
@@ -220,6 +240,54 @@ impl Agent {
                     self.remove(&key);
                 }
             }
+        }
+    }
+
+    fn on_config_map(&mut self, ev: watcher::Event<ConfigMap>) {
+        let (cm, deleted) = match ev {
+            watcher::Event::Apply(cm) | watcher::Event::InitApply(cm) => (cm, false),
+            watcher::Event::Delete(cm) => (cm, true),
+            watcher::Event::Init | watcher::Event::InitDone => return,
+        };
+        let ns = cm.metadata.namespace.clone().unwrap_or_default();
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        if deleted {
+            self.config_maps.remove(&ns, &name);
+        } else {
+            let keys = cm
+                .data
+                .iter()
+                .flat_map(|d| d.keys())
+                .chain(cm.binary_data.iter().flat_map(|d| d.keys()))
+                .cloned()
+                .collect();
+            self.config_maps.set(&ns, &name, keys);
+        }
+        let now = self.clock.now();
+        let config = self.config.clone();
+        let keys: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, e)| e.pod.metadata.namespace.as_deref() == Some(ns.as_str()) && !e.frozen)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let mut events = Vec::new();
+            let Some(e) = self.pods.get_mut(&key) else {
+                continue;
+            };
+            let mut env = Env {
+                images: &config.images,
+                node: &mut self.nodes[e.node].rt,
+                rng: &mut self.rng,
+                events: &mut events,
+                config_maps: &self.config_maps,
+            };
+            e.rt.config_changed(&ns, now);
+            e.rt.advance(now, &mut env);
+            self.emit(&key, events);
+            self.reschedule(&key);
+            self.sync(&key);
         }
     }
 
@@ -262,6 +330,7 @@ impl Agent {
                 node: &mut self.nodes[node].rt,
                 rng: &mut self.rng,
                 events: &mut events,
+                config_maps: &self.config_maps,
             };
             let Some(e) = self.pods.get_mut(&key) else { return };
             if let (Some(old), Some(new)) = (rv_of(&e.pod), rv_of(&pod))
@@ -271,6 +340,9 @@ impl Agent {
             }
             if !e.frozen {
                 e.rt.update_spec(&pod, now, &mut env);
+                if config.kruise_daemon {
+                    e.rt.restart_stale_env(&pod, now, &mut env);
+                }
                 if pod.metadata.deletion_timestamp.is_some() && !e.rt.terminating() {
                     e.rt.terminate(now, deletion_grace(&pod), &mut env);
                 }
@@ -312,6 +384,7 @@ impl Agent {
             node: &mut ns.rt,
             rng: &mut self.rng,
             events,
+            config_maps: &self.config_maps,
         };
         let mut rt = PodRt::new(&pod, now, &mut env);
         if !frozen {
@@ -403,6 +476,7 @@ impl Agent {
                 node: &mut self.nodes[node].rt,
                 rng: &mut self.rng,
                 events: &mut events,
+                config_maps: &self.config_maps,
             };
             if let Some(e) = self.pods.get_mut(&key) {
                 e.timer = None;
@@ -432,6 +506,12 @@ impl Agent {
             init_statuses,
             statuses,
             terminal: e.rt.terminal(),
+            runtime_meta: (self.config.kruise_daemon && e.rt.reads_metadata()).then(|| {
+                RuntimeContainerMetaSet {
+                    containers: e.rt.containers_meta(),
+                }
+                .to_json()
+            }),
         }
     }
 
@@ -449,7 +529,10 @@ impl Agent {
         let view = (!e.frozen).then(|| self.view(e));
         let need_write = view.as_ref().is_some_and(|view| {
             let desired = build_status(&e.pod, view, self.clock.now());
-            e.pod.status.as_ref() != Some(&desired) && e.last_written != Some(status_hash(&desired))
+            let meta = view.runtime_meta.as_deref();
+            let differs = e.pod.status.as_ref() != Some(&desired)
+                || meta.is_some_and(|m| meta_annotation(&e.pod) != Some(m));
+            differs && e.last_written != Some(status_hash(&desired, meta))
         });
         if !need_write && !delete {
             return;
@@ -554,11 +637,19 @@ async fn write_status(
 ) -> Outcome {
     for _ in 0..10 {
         let desired = build_status(&pod, view, clock.now());
-        if pod.status.as_ref() == Some(&desired) {
+        let meta = view.runtime_meta.as_deref();
+        if pod.status.as_ref() == Some(&desired) && meta.is_none_or(|m| meta_annotation(&pod) == Some(m)) {
             return Outcome::Unchanged(Box::new(pod));
         }
-        let hash = status_hash(&desired);
+        let hash = status_hash(&desired, meta);
         pod.status = Some(desired);
+        if let Some(m) = meta {
+            // kruise-daemon reports it through pods/status too (which keeps metadata changes).
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(RUNTIME_CONTAINERS_META_ANNOTATION.into(), m.to_string());
+        }
         match api.replace_status(name, &PostParams::default(), &pod).await {
             Ok(p) => return Outcome::Written(Box::new(p), hash),
             Err(e) if is_code(&e, 409) => match api.get_opt(name).await {

@@ -15,6 +15,10 @@ pub enum ImageFailure {
     NeverPulls,
     /// The container exits with code 1 this long after each start (`CrashLoopBackOff`).
     CrashAfter(Duration),
+    /// The image's default command exits 0 at once (e.g. busybox's `sh` without a terminal): a container
+    /// that sets no `command` is `Completed`, then restarted per `restartPolicy` (`CrashLoopBackOff` under
+    /// `Always`); one with a `command` runs normally.
+    ExitsAtOnce,
 }
 
 /// How a simulated image behaves on a node.

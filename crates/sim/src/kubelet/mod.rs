@@ -65,6 +65,10 @@ pub struct KubeletConfig {
     pub kubelet_version: String,
     /// Maximum concurrent status writes.
     pub max_inflight_writes: usize,
+    /// Also act as kruise-daemon's container-meta controller: restart containers whose env from metadata
+    /// changed during an in-place update and report `apps.kruise.io/runtime-containers-meta` (for pods
+    /// with such env; see `runtime::PodRt::restart_stale_env`).
+    pub kruise_daemon: bool,
 }
 
 impl Default for KubeletConfig {
@@ -81,6 +85,7 @@ impl Default for KubeletConfig {
             node_labels: BTreeMap::new(),
             kubelet_version: "v1.35.0".into(),
             max_inflight_writes: 64,
+            kruise_daemon: true,
         }
     }
 }

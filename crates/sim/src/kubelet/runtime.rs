@@ -1,6 +1,6 @@
 //! Per-pod runtime model (pulls, starts, probes, crashes, kills, back-offs): pure, timed transitions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
@@ -11,6 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
+
+use insitu_api::containermeta::{self, MetaKind, RuntimeContainerHashes, RuntimeContainerMeta};
 
 use super::image::{ImageFailure, ImageProfiles, fnv1a, hex64, image_id, normalize_image};
 use super::status::to_time;
@@ -23,6 +25,11 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 const ERR_IMAGE_PULL_SHOWN: Duration = Duration::from_secs(1);
 /// Default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// kubelet's pod-worker back-off before it retries a container stuck in `CreateContainerConfigError`.
+pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
+/// The kubelet notices a container state change at its next PLEG relist (1 s period): the end of a postStart
+/// hook shows in the status this long after the hook returns.
+pub const PLEG_RELIST: Duration = Duration::from_secs(1);
 /// Guard against runaway zero-duration transition chains.
 const MAX_STEPS_PER_ADVANCE: usize = 100_000;
 
@@ -90,6 +97,76 @@ impl NodeRt {
     }
 }
 
+/// The ConfigMaps the node's kubelet sees (its ConfigMap manager), for container env `configMapKeyRef` /
+/// `envFrom.configMapRef`: `(namespace, name)` → keys.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigMaps {
+    maps: HashMap<(String, String), BTreeSet<String>>,
+}
+
+impl ConfigMaps {
+    /// Records a ConfigMap's keys (an add or an update).
+    pub fn set(&mut self, namespace: &str, name: &str, keys: BTreeSet<String>) {
+        self.maps.insert((namespace.to_string(), name.to_string()), keys);
+    }
+
+    /// Forgets a deleted ConfigMap.
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        self.maps.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// kubelet `makeEnvironmentVariables`: the error it reports (as `CreateContainerConfigError`) for the
+    /// first reference that does not resolve.
+    fn check(&self, namespace: &str, refs: &[CmRef]) -> Result<(), String> {
+        for r in refs {
+            let Some(keys) = self.maps.get(&(namespace.to_string(), r.name.clone())) else {
+                return Err(format!("configmap \"{}\" not found", r.name));
+            };
+            if let Some(k) = &r.key
+                && !keys.contains(k)
+            {
+                return Err(format!(
+                    "couldn't find key {k} in ConfigMap {namespace}/{}",
+                    r.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A required ConfigMap reference of a container's env (`key: None` for `envFrom`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CmRef {
+    name: String,
+    key: Option<String>,
+}
+
+fn cm_refs(c: &Container) -> Vec<CmRef> {
+    let mut out = Vec::new();
+    for e in c.env.iter().flatten() {
+        if let Some(r) = e.value_from.as_ref().and_then(|v| v.config_map_key_ref.as_ref())
+            && r.optional != Some(true)
+        {
+            out.push(CmRef {
+                name: r.name.clone(),
+                key: Some(r.key.clone()),
+            });
+        }
+    }
+    for f in c.env_from.iter().flatten() {
+        if let Some(r) = &f.config_map_ref
+            && r.optional != Some(true)
+        {
+            out.push(CmRef {
+                name: r.name.clone(),
+                key: None,
+            });
+        }
+    }
+    out
+}
+
 /// What a transition needs from the outside world.
 pub struct Env<'a> {
     /// Image behaviour.
@@ -100,6 +177,8 @@ pub struct Env<'a> {
     pub rng: &'a mut ChaCha8Rng,
     /// Events produced (appended).
     pub events: &'a mut Vec<KEvent>,
+    /// ConfigMaps, for env references.
+    pub config_maps: &'a ConfigMaps,
 }
 
 /// A container's role in the pod.
@@ -151,6 +230,13 @@ impl ProbeT {
     }
 }
 
+/// A postStart hook as the simulation runs it: how long it takes and whether it fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hook {
+    takes: Duration,
+    fails: bool,
+}
+
 /// The container spec fields the runtime uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct CSpec {
@@ -158,6 +244,9 @@ struct CSpec {
     readiness: Option<ProbeT>,
     startup: Option<ProbeT>,
     pre_stop: Duration,
+    post_start: Option<Hook>,
+    /// `command` set: the image's default command (which `--exit-image` images exit from) is not run.
+    has_command: bool,
 }
 
 impl CSpec {
@@ -167,25 +256,34 @@ impl CSpec {
             readiness: c.readiness_probe.as_ref().map(ProbeT::from),
             startup: c.startup_probe.as_ref().map(ProbeT::from),
             pre_stop: pre_stop_duration(c),
+            post_start: post_start_hook(c),
+            has_command: c.command.as_ref().is_some_and(|v| !v.is_empty()),
         }
     }
 }
 
-/// How long a container's preStop hook runs: `sleep N` in an exec hook, or the `sleep` action.
-pub fn pre_stop_duration(c: &Container) -> Duration {
-    let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
-        return Duration::ZERO;
-    };
+fn hook_words(h: &k8s_openapi::api::core::v1::LifecycleHandler) -> Vec<String> {
+    h.exec
+        .as_ref()
+        .and_then(|e| e.command.as_ref())
+        .into_iter()
+        .flatten()
+        .flat_map(|a| {
+            a.split(|ch: char| ch.is_whitespace() || ch == ';' || ch == '&' || ch == '|')
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The time of the `sleep N` in a hook's exec command, or its `sleep` action.
+fn hook_sleep(h: &k8s_openapi::api::core::v1::LifecycleHandler) -> Duration {
     if let Some(s) = &h.sleep {
         return Duration::from_secs(u64::try_from(s.seconds.max(0)).unwrap_or(0));
     }
-    let Some(cmd) = h.exec.as_ref().and_then(|e| e.command.as_ref()) else {
-        return Duration::ZERO;
-    };
-    let words: Vec<&str> = cmd
-        .iter()
-        .flat_map(|a| a.split(|ch: char| ch.is_whitespace() || ch == ';' || ch == '&'))
-        .collect();
+    let words = hook_words(h);
+    let mut total = Duration::ZERO;
     for pair in words.windows(2) {
         if pair[0] == "sleep" || pair[0].ends_with("/sleep") {
             let n = pair[1].trim_end_matches('s');
@@ -193,11 +291,34 @@ pub fn pre_stop_duration(c: &Container) -> Duration {
                 && secs.is_finite()
                 && secs >= 0.0
             {
-                return Duration::from_secs_f64(secs.min(1e9));
+                total += Duration::from_secs_f64(secs.min(1e9));
             }
         }
     }
-    Duration::ZERO
+    total
+}
+
+/// How long a container's preStop hook runs: `sleep N` in an exec hook, or the `sleep` action.
+pub fn pre_stop_duration(c: &Container) -> Duration {
+    c.lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .map_or(Duration::ZERO, hook_sleep)
+}
+
+/// A container's postStart hook: its `sleep` time, and whether it fails (an exec command that is `false`
+/// or runs `exit N` with N ≠ 0; every other command succeeds). httpGet/tcpSocket hooks succeed at once.
+fn post_start_hook(c: &Container) -> Option<Hook> {
+    let h = c.lifecycle.as_ref()?.post_start.as_ref()?;
+    let words = hook_words(h);
+    let fails = words.iter().any(|w| w == "false" || w.ends_with("/false"))
+        || words
+            .windows(2)
+            .any(|p| p[0] == "exit" && p[1].parse::<i64>().is_ok_and(|n| n != 0));
+    Some(Hook {
+        takes: hook_sleep(h),
+        fails,
+    })
 }
 
 /// One container instance the runtime created.
@@ -208,6 +329,9 @@ struct Instance {
     image_id: String,
     started_at: Timestamp,
     exit: Option<Exit>,
+    /// Kruise's env-from-metadata hash of the downward-API values this instance started with (the env a
+    /// container sees is fixed at its start).
+    env_hash: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,6 +369,10 @@ enum Phase {
     },
     /// Image present; the container runs at `at`.
     Creating { at: Timestamp, image: String },
+    /// `CreateContainerConfigError` (an env ConfigMap or key is missing); the kubelet retries at `at`.
+    ConfigError { at: Timestamp, message: String },
+    /// Started; its postStart hook runs, and the kubelet reports the outcome at `at`.
+    PostStart { at: Timestamp, fails: bool },
     /// Running; pending probe passes and exit.
     Running {
         started_at: Option<Timestamp>,
@@ -280,11 +408,19 @@ pub struct ContainerRt {
     pull_backoff: Option<Duration>,
     /// Exited without ever running (pod terminated first).
     never_ran: bool,
+    /// Env vars read from pod labels/annotations (downward API): `(env name, kind, key)`.
+    env_refs: Vec<(String, MetaKind, String)>,
+    /// Required ConfigMap references of its env.
+    cm_refs: Vec<CmRef>,
 }
 
 impl ContainerRt {
     fn new(c: &Container, kind: Kind) -> Self {
         Self {
+            env_refs: containermeta::env_from_metadata(c)
+                .map(|(n, k, key)| (n.to_string(), k, key.to_string()))
+                .collect(),
+            cm_refs: cm_refs(c),
             name: c.name.clone(),
             kind,
             spec: CSpec::from(c),
@@ -305,6 +441,8 @@ impl ContainerRt {
             Phase::Queued { at }
             | Phase::Pulling { at, .. }
             | Phase::Creating { at, .. }
+            | Phase::ConfigError { at, .. }
+            | Phase::PostStart { at, .. }
             | Phase::Stopping { at, .. }
             | Phase::CrashBackOff { at, .. } => Some(*at),
             Phase::PullFailed { show_at, at, .. } => Some(show_at.map_or(*at, |s| s.min(*at))),
@@ -366,6 +504,10 @@ pub struct PodRt {
     terminating: bool,
     /// `name_namespace(uid)`, as the kubelet formats pods in messages.
     desc: String,
+    namespace: String,
+    /// The pod's labels and annotations as last seen (downward-API env values at container start).
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 impl PodRt {
@@ -399,6 +541,9 @@ impl PodRt {
             busy_until: now,
             terminating: false,
             desc,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
         };
         rt.adopt(pod, now, env);
         rt.orchestrate(now);
@@ -425,12 +570,19 @@ impl PodRt {
             if normalize_image(&s.image) != normalize_image(&c.spec.image) {
                 continue;
             }
+            // A previous kubelet's container: its env is taken to match the pod's metadata now.
+            let env_hash = env_hash(
+                &c.env_refs,
+                pod.metadata.labels.as_ref(),
+                pod.metadata.annotations.as_ref(),
+            );
             let instance = |started_at: Timestamp| Instance {
                 id: s.container_id.clone().unwrap_or_default(),
                 image: c.spec.image.clone(),
                 image_id: s.image_id.clone(),
                 started_at,
                 exit: None,
+                env_hash,
             };
             if let Some(run) = &state.running {
                 let started = run.started_at.as_ref().map_or(now, |t| t.0);
@@ -612,6 +764,33 @@ impl PodRt {
             }
             Phase::PullFailed { .. } => self.begin_pull(i, t, env),
             Phase::Creating { image, .. } => self.start_instance(i, t, image, env),
+            // The kubelet's next sync: pull check ("already present"), then create again.
+            Phase::ConfigError { .. } => self.containers[i].phase = Phase::Queued { at: t },
+            Phase::PostStart { fails, .. } => {
+                let desc = self.desc.clone();
+                let c = &mut self.containers[i];
+                if fails {
+                    c.event(
+                        env,
+                        t,
+                        true,
+                        "FailedPostStartHook",
+                        format!("PostStartHook failed for container {} in pod {desc}", c.name),
+                    );
+                    c.event(
+                        env,
+                        t,
+                        false,
+                        "Killing",
+                        format!("FailedPostStartHook: container {} will be killed", c.name),
+                    );
+                    // Killed after the failed hook (SIGKILL's 137); restarted per restartPolicy.
+                    self.exit(i, t, 137, env);
+                } else {
+                    let start = c.current.as_ref().map_or(t, |inst| inst.started_at);
+                    self.run_instance(i, start, t, env);
+                }
+            }
             Phase::Running {
                 started_at,
                 ready_at,
@@ -713,7 +892,24 @@ impl PodRt {
     }
 
     fn start_instance(&mut self, i: usize, t: Timestamp, image: String, env: &mut Env<'_>) {
-        let profile = env.images.lookup(&image);
+        // kubelet generateContainerConfig: env from ConfigMaps must resolve first.
+        if let Err(message) = env
+            .config_maps
+            .check(&self.namespace, &self.containers[i].cm_refs)
+        {
+            let c = &mut self.containers[i];
+            c.event(env, t, true, "Failed", format!("Error: {message}"));
+            c.phase = Phase::ConfigError {
+                at: add(t, CONFIG_RETRY),
+                message,
+            };
+            return;
+        }
+        let env_hash = env_hash(
+            &self.containers[i].env_refs,
+            self.labels.as_ref(),
+            self.annotations.as_ref(),
+        );
         let c = &mut self.containers[i];
         if c.current.is_some() {
             c.restart_count = c.restart_count.saturating_add(1);
@@ -726,15 +922,45 @@ impl PodRt {
             image_id: image_id(&image),
             started_at: t,
             exit: None,
+            env_hash,
         });
         c.event(env, t, false, "Created", format!("Created container: {}", c.name));
         c.event(env, t, false, "Started", format!("Started container {}", c.name));
+        let exits_at_once =
+            env.images.lookup(&image).fail == ImageFailure::ExitsAtOnce && !c.spec.has_command;
+        let (hook, kind) = (c.spec.post_start, c.kind);
+        match hook {
+            // kubelet runs postStart synchronously in the pod worker (the next container waits), and
+            // reports its end at the next relist. A container that exits at once never runs its hook.
+            Some(hook) if kind != Kind::Init && !exits_at_once => {
+                let end = add(t, hook.takes);
+                c.phase = Phase::PostStart {
+                    at: add(end, PLEG_RELIST),
+                    fails: hook.fails,
+                };
+                self.busy_until = self.busy_until.max(end);
+            }
+            _ => self.run_instance(i, t, t, env),
+        }
+    }
+
+    /// The running phase of the instance started at `start`, from `from` (its start, or its postStart
+    /// hook's end): probe passes and, per the image profile, its exit.
+    fn run_instance(&mut self, i: usize, start: Timestamp, from: Timestamp, env: &mut Env<'_>) {
+        let c = &mut self.containers[i];
+        let image = c
+            .current
+            .as_ref()
+            .map_or_else(|| c.spec.image.clone(), |inst| inst.image.clone());
+        let profile = env.images.lookup(&image);
+        let t = start;
         let exit_at = match (profile.fail, c.kind) {
-            (ImageFailure::CrashAfter(d), _) => Some((add(t, d), 1)),
-            (_, Kind::Init) => Some((add(t, profile.warmup), 0)),
+            (ImageFailure::ExitsAtOnce, _) if !c.spec.has_command => Some((from, 0)),
+            (ImageFailure::CrashAfter(d), _) => Some((add(t, d).max(from), 1)),
+            (_, Kind::Init) => Some((add(t, profile.warmup).max(from), 0)),
             _ => None,
         };
-        let started_time = c.spec.startup.map_or(t, |p| p.pass_time(t, t));
+        let started_time = c.spec.startup.map_or(from, |p| p.pass_time(t, from));
         let ready_time = match c.kind {
             Kind::Init => None,
             _ => Some(c.spec.readiness.map_or(started_time, |p| {
@@ -749,6 +975,12 @@ impl PodRt {
             ready_at: ready_time.filter(|x| before_exit(*x)),
             exit_at,
         };
+        self.check_image(i, from, &image, env);
+    }
+
+    /// The spec image changed while this instance was being started: restart it with the new one.
+    fn check_image(&mut self, i: usize, t: Timestamp, image: &str, env: &mut Env<'_>) {
+        let c = &self.containers[i];
         if c.kind != Kind::Init && c.spec.image != image {
             self.kill(
                 i,
@@ -813,7 +1045,7 @@ impl PodRt {
     ) {
         let c = &mut self.containers[i];
         match std::mem::replace(&mut c.phase, Phase::Exited) {
-            Phase::Running { .. } => {
+            Phase::Running { .. } | Phase::PostStart { .. } => {
                 let msg = match why {
                     KillWhy::DefinitionChanged => {
                         format!("Container {} definition changed, will be restarted", c.name)
@@ -846,6 +1078,8 @@ impl PodRt {
 
     /// Applies a new pod spec: a changed image restarts that container (preStop, kill, pull, start).
     pub fn update_spec(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
+        self.labels.clone_from(&pod.metadata.labels);
+        self.annotations.clone_from(&pod.metadata.annotations);
         let Some(spec) = &pod.spec else { return };
         let all = spec
             .init_containers
@@ -886,6 +1120,76 @@ impl PodRt {
                 _ => {}
             }
         }
+    }
+
+    /// A ConfigMap in the pod's namespace changed: containers held in `CreateContainerConfigError` retry now
+    /// (kubelet retries on its next pod sync; Kruise's barrier controller's pod patch triggers one).
+    pub fn config_changed(&mut self, namespace: &str, now: Timestamp) {
+        if namespace != self.namespace {
+            return;
+        }
+        for c in &mut self.containers {
+            if matches!(c.phase, Phase::ConfigError { .. }) {
+                c.phase = Phase::Queued { at: now };
+            }
+        }
+    }
+
+    /// kruise-daemon's env-from-metadata restart (research §2.8): while the pod's `InPlaceUpdateReady` is
+    /// False, a running app container whose env-from-metadata values differ from the pod's current
+    /// labels/annotations is stopped through the runtime (no preStop: CRI StopContainer), and the kubelet
+    /// starts it again (restartCount+1) with the new values.
+    pub fn restart_stale_env(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
+        let updating = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "InPlaceUpdateReady" && c.status == "False");
+        if !updating || self.terminating {
+            return;
+        }
+        for i in self.n_init..self.containers.len() {
+            let c = &self.containers[i];
+            if c.env_refs.is_empty() || !matches!(c.phase, Phase::Running { .. }) {
+                continue;
+            }
+            let want = env_hash(&c.env_refs, self.labels.as_ref(), self.annotations.as_ref());
+            if c.current
+                .as_ref()
+                .is_some_and(|inst| inst.exit.is_none() && inst.env_hash != want)
+            {
+                self.exit(i, now, 0, env);
+            }
+        }
+    }
+
+    /// What kruise-daemon reports in `apps.kruise.io/runtime-containers-meta` for the app containers that
+    /// have a container: id, restarts, kubelet's plain hash, and (while running) the env-from-metadata hash.
+    pub fn containers_meta(&self) -> Vec<RuntimeContainerMeta> {
+        self.containers[self.n_init..]
+            .iter()
+            .filter_map(|c| {
+                let inst = c.current.as_ref()?;
+                let running =
+                    matches!(c.phase, Phase::Running { .. } | Phase::Stopping { .. }) && inst.exit.is_none();
+                Some(RuntimeContainerMeta {
+                    name: c.name.clone(),
+                    container_id: inst.id.clone(),
+                    restart_count: c.restart_count,
+                    hashes: RuntimeContainerHashes {
+                        plain_hash: containermeta::plain_hash(&c.name, &inst.image),
+                        extracted_env_from_metadata_hash: if running { inst.env_hash } else { 0 },
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a container reads pod labels/annotations through the downward API.
+    pub fn reads_metadata(&self) -> bool {
+        self.containers.iter().any(|c| !c.env_refs.is_empty())
     }
 
     /// Starts graceful termination: every container is killed (preStop bounded by the grace period).
@@ -989,6 +1293,12 @@ impl PodRt {
                 };
                 (waiting(reason, Some(message)), state_of(current_exited))
             }
+            Phase::ConfigError { message, .. } => (
+                waiting("CreateContainerConfigError", Some(message.clone())),
+                state_of(current_exited.or(c.last.as_ref())),
+            ),
+            // The kubelet's status is only regenerated after the hook returns: still being created.
+            Phase::PostStart { .. } => (waiting(default_wait, None), state_of(c.last.as_ref())),
             Phase::CrashBackOff { backoff, .. } => {
                 let message = format!(
                     "back-off {} restarting failed container={} pod={}",
@@ -1053,6 +1363,29 @@ impl PodRt {
             ..Default::default()
         }
     }
+}
+
+/// Kruise's env-from-metadata hash of the values `refs` read from these labels/annotations.
+fn env_hash(
+    refs: &[(String, MetaKind, String)],
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> u64 {
+    let mut vals: Vec<(String, String)> = refs
+        .iter()
+        .map(|(name, kind, key)| {
+            let m = match kind {
+                MetaKind::Labels => labels,
+                MetaKind::Annotations => annotations,
+            };
+            (
+                name.clone(),
+                m.and_then(|m| m.get(key)).cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    vals.sort_by(|a, b| a.0.cmp(&b.0));
+    containermeta::hash_envs(&vals)
 }
 
 /// The pod's termination grace period (spec, default 30 s).
@@ -1132,6 +1465,7 @@ mod tests {
         node: NodeRt,
         rng: ChaCha8Rng,
         events: Vec<KEvent>,
+        config_maps: ConfigMaps,
     }
 
     impl Harness {
@@ -1141,6 +1475,7 @@ mod tests {
                 node: NodeRt::default(),
                 rng: ChaCha8Rng::seed_from_u64(7),
                 events: vec![],
+                config_maps: ConfigMaps::default(),
             }
         }
         fn env(&mut self) -> Env<'_> {
@@ -1149,6 +1484,7 @@ mod tests {
                 node: &mut self.node,
                 rng: &mut self.rng,
                 events: &mut self.events,
+                config_maps: &self.config_maps,
             }
         }
         /// Advances through every deadline up to `until`.

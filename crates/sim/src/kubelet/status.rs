@@ -32,6 +32,9 @@ pub struct PodView {
     pub statuses: Vec<ContainerStatus>,
     /// The pod is terminal (all containers stopped for good).
     pub terminal: bool,
+    /// The `apps.kruise.io/runtime-containers-meta` annotation the node agent (kruise-daemon's role)
+    /// reports with the status, if it reports one for this pod.
+    pub runtime_meta: Option<String>,
 }
 
 /// Truncates to whole seconds, the precision of `metav1.Time` on the wire.
@@ -398,6 +401,7 @@ mod tests {
                 ..Default::default()
             }],
             terminal: false,
+            runtime_meta: None,
         }
     }
 
