@@ -30,11 +30,9 @@ usage() {
   exit 2
 }
 
-# Print one free TCP port on 127.0.0.1 (bind to :0, read, close). Racy by nature;
-# start retries once with new ports if a component fails to come up.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# free_port (lib.sh) is racy by nature; start retries once with new ports if a component fails to come up.
+# shellcheck source=e2e/lib.sh
+source "$E2E_DIR/lib.sh"
 
 # Is pid alive and (still) running the expected binary?
 pid_alive() {
