@@ -57,16 +57,37 @@ fn cloneset_uses_priority(ctx: &Context, cs: &CloneSet) -> bool {
     ctx.revisions.state().iter().any(|r| {
         r.owner_references().iter().any(|o| o.uid == uid)
             && r.data.as_ref().is_some_and(|d| {
-                let tpl = d.0.pointer("/spec/template");
+                let Some(tpl) = d.0.pointer("/spec/template") else {
+                    return false;
+                };
+                // Cheap look first (this runs every reconcile): decode only a template that mentions priority.
+                if !mentions_priority(tpl) {
+                    return false;
+                }
                 let spec = tpl
-                    .and_then(|t| t.get("spec"))
+                    .get("spec")
                     .and_then(|s| serde_json::from_value(s.clone()).ok());
                 let ann: Option<BTreeMap<String, String>> = tpl
-                    .and_then(|t| t.pointer("/metadata/annotations"))
+                    .pointer("/metadata/annotations")
                     .and_then(|a| serde_json::from_value(a.clone()).ok());
                 launch_priority::template_uses_priority(spec.as_ref(), ann.as_ref())
             })
     })
+}
+
+/// A revision template with the launch-priority annotation or a `KRUISE_CONTAINER_PRIORITY` env.
+fn mentions_priority(tpl: &serde_json::Value) -> bool {
+    tpl.pointer("/metadata/annotations")
+        .and_then(|a| a.get(launch_priority::PRIORITY_ANNOTATION))
+        .is_some()
+        || tpl
+            .pointer("/spec/containers")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("env").and_then(serde_json::Value::as_array))
+            .flatten()
+            .any(|e| e.get("name").and_then(serde_json::Value::as_str) == Some(launch_priority::PRIORITY_ENV))
 }
 
 /// Runs the barrier steps for the CloneSet's pods still launching. Errors are logged and retried on the
