@@ -484,3 +484,35 @@ fn mark_pod_not_ready_on_pre_delete() {
     w.converge(10);
     assert!(!w.names().contains(&victim));
 }
+
+/// `RecreatePodWhenChangeVCTInCloneSetGate` (research §2.3 step 3, §4.5 TestReconcile VCT cases): image + VCT
+/// change → recreate with the gate, in place without it, and in place under InPlaceOnly.
+#[test]
+fn vct_change_recreates_only_with_the_gate() {
+    let outcome = |gate: bool, stype: &str| {
+        let mut cs = cloneset(2, "nginx:1", json!({"type": stype, "maxUnavailable": 2}));
+        let vct = |size: &str| {
+            serde_json::from_value(json!({
+                "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+            }))
+            .unwrap()
+        };
+        cs.spec.volume_claim_templates = vec![vct("1Gi")];
+        let mut w = World::new(cs);
+        w.gates.recreate_pod_when_change_vct = gate;
+        w.converge(20);
+        assert_eq!(w.pods.len(), 2);
+        set_image(&mut w, "nginx:2");
+        w.cs.spec.volume_claim_templates = vec![vct("2Gi")];
+        let p = w.plan();
+        let v = verbs(&p);
+        (count(&v, "Recreate"), count(&v, "StartInPlaceUpdate"), v)
+    };
+    let (recreate, in_place, v) = outcome(true, "InPlaceIfPossible");
+    assert_eq!((recreate, in_place), (2, 0), "{v:?}");
+    let (recreate, in_place, v) = outcome(false, "InPlaceIfPossible");
+    assert_eq!((recreate, in_place), (0, 2), "{v:?}");
+    let (recreate, in_place, v) = outcome(true, "InPlaceOnly");
+    assert_eq!((recreate, in_place), (0, 2), "{v:?}");
+}
