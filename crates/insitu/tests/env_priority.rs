@@ -305,3 +305,63 @@ fn a_failing_first_batch_stops_the_second() {
         assert_eq!(h.status("prifail").await.updated_ready_replicas, 0);
     });
 }
+
+#[test]
+fn without_a_node_agent_the_env_update_waits_and_one_warning_says_why() {
+    run(async {
+        let h = Harness::start_with(SimConfig {
+            nodes: 2,
+            seed: 24,
+            kruise_daemon: false,
+            ..Default::default()
+        })
+        .await;
+        h.create(&cloneset(json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+            "metadata": {"name": "noagent", "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "noagent"}},
+                "updateStrategy": {"type": "InPlaceIfPossible"},
+                "template": {
+                    "metadata": {"labels": {"app": "noagent", "test-env": "foo"}},
+                    "spec": {"containers": [{
+                        "name": "nginx", "image": "nginx:1.19.0",
+                        "env": [{"name": "TEST_ENV", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['test-env']"}}}]
+                    }]}
+                }
+            }
+        })))
+        .await;
+        h.wait_ready("noagent", 1, None, 120).await;
+        h.json_patch(
+            "noagent",
+            json!([{"op": "replace", "path": "/spec/template/metadata/labels/test-env", "value": "bar"}]),
+        )
+        .await;
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(h.client.clone(), "default");
+        let warnings = || async {
+            events
+                .list(&Default::default())
+                .await
+                .expect("list events")
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("EnvFromMetadataWithoutNodeAgent"))
+                .collect::<Vec<_>>()
+        };
+        h.wait_for("the no-node-agent Warning", 120, || async {
+            !warnings().await.is_empty()
+        })
+        .await;
+        h.sleep(60).await;
+        let w = warnings().await;
+        assert_eq!(w.len(), 1, "once per CloneSet");
+        assert_eq!(w[0].type_.as_deref(), Some("Warning"));
+        assert_eq!(w[0].involved_object.name.as_deref(), Some("noagent"));
+        assert!(w[0].count.unwrap_or(1) == 1, "{:?}", w[0].count);
+        let p = h.pods("noagent").await.remove(0);
+        assert_eq!(status(&p, "nginx").restart_count, 0, "nothing restarts it");
+        assert_eq!(h.status("noagent").await.updated_ready_replicas, 0);
+    });
+}

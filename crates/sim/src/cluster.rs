@@ -37,6 +37,8 @@ pub struct SimConfig {
     pub gc_config: GcConfig,
     /// Apiserver tuning (its `seed` is replaced by [`SimConfig::seed`]).
     pub apiserver: ApiServerConfig,
+    /// The nodes also act as kruise-daemon (env-from-metadata restarts, runtime-containers-meta).
+    pub kruise_daemon: bool,
 }
 
 impl Default for SimConfig {
@@ -54,6 +56,7 @@ impl Default for SimConfig {
             gc: true,
             gc_config: GcConfig::default(),
             apiserver: ApiServerConfig::default(),
+            kruise_daemon: k.kruise_daemon,
         }
     }
 }
@@ -68,6 +71,7 @@ impl SimConfig {
             heartbeat: self.heartbeat,
             events: self.events,
             capacity: self.capacity.clone(),
+            kruise_daemon: self.kruise_daemon,
             ..KubeletConfig::default()
         }
     }
