@@ -6,6 +6,7 @@ pub mod containermeta;
 pub mod crd;
 pub mod inplace;
 pub mod keys;
+pub mod quantity;
 pub mod validation;
 
 pub use cloneset::*;

@@ -75,4 +75,7 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub events: crate::events::EventSink,
     pub config: Config,
+    /// The server has `pods/resize` (≥ 1.32, Kruise `ShouldUpdateResourceByResize`): resizes go through it;
+    /// before that, in the pod update.
+    pub resize_subresource: bool,
 }

@@ -718,12 +718,52 @@ impl Exec<'_> {
     }
 
     async fn update_pod(&self, name: &str, uid: &str, mutation: &PodMutation) -> Result<(), Error> {
+        // Kruise updatePodInPlace: the resize patch first, then the pod write (which then carries the
+        // resources already, so it changes none). A refused resize fails the whole start: the pod stays at
+        // its revision and the next round tries again (FailedUpdatePodInPlace names the server's reason).
+        if self.ctx.resize_subresource && !mutation.container_resources.is_empty() {
+            self.resize_pod(name, uid, &mutation.container_resources).await?;
+        }
         let mutate = |pod: &mut Pod| {
             let before = pod.clone();
             mutation.apply(pod);
             *pod != before
         };
         self.read_modify_write(name, uid, Target::Pod, &mutate).await?;
+        Ok(())
+    }
+
+    /// Strategic-merge patch of `pods/resize` with the cpu/memory that still differ (Kruise
+    /// `GenerateResourcePatch` + `PatchPodResource`).
+    async fn resize_pod(
+        &self,
+        name: &str,
+        uid: &str,
+        resources: &BTreeMap<String, k8s_openapi::api::core::v1::ResourceRequirements>,
+    ) -> Result<(), Error> {
+        let api = self.pods();
+        let pod = match self.cached(name, uid) {
+            Some(p) => p,
+            None => api
+                .get(name)
+                .await
+                .map_err(|e| action_err(format!("resize pod {name}"), e))?,
+        };
+        let Some(mut patch) = insitu_core::vertical::resize_patch(&pod, resources) else {
+            return Ok(());
+        };
+        // A replaced pod (same name, new uid) fails validation instead of being resized.
+        patch["metadata"] = json!({ "uid": uid });
+        self.ctx.metrics.write("patch", "pods/resize");
+        let written = api
+            .patch_subresource("resize", name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map_err(|e| action_err(format!("resize pod {name}"), e))?;
+        self.expect(Expect::PodVersion(
+            name.to_string(),
+            pod_version(&written.metadata),
+        ));
+        self.remember(&written);
         Ok(())
     }
 

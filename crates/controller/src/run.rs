@@ -48,6 +48,31 @@ where
     (store, stream)
 }
 
+/// Kruise reads the server version once at start (`ShouldUpdateResourceByResize`); an unreadable version
+/// means the pre-1.32 path (resources in the pod update), as in Kruise.
+async fn resize_subresource(client: &kube::Client) -> bool {
+    for attempt in 0..3u64 {
+        match client.apiserver_version().await {
+            Ok(info) => {
+                let yes = insitu_core::vertical::resize_subresource(&info.git_version);
+                tracing::info!(
+                    version = %info.git_version,
+                    resize_subresource = yes,
+                    "server version: resizes go through {}",
+                    if yes { "pods/resize" } else { "the pod update" }
+                );
+                return yes;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, attempt, "cannot read the server version");
+                tokio::time::sleep(std::time::Duration::from_millis(200 * (attempt + 1))).await;
+            }
+        }
+    }
+    tracing::warn!("server version unknown: resizes go through the pod update (Kruise's pre-1.32 path)");
+    false
+}
+
 /// Runs the controller until `shutdown` resolves. Returns when the controller stream ends.
 pub async fn run(
     client: kube::Client,
@@ -84,6 +109,7 @@ pub async fn run(
     .reflect(node_writer)
     .for_each(|_| std::future::ready(()));
 
+    let resize_subresource = resize_subresource(&client).await;
     let controller = Controller::new(clonesets, watcher::Config::default().any_semantic())
         .with_config(controller::Config::default().concurrency(config.workers));
     let ctx = Arc::new(Context {
@@ -101,6 +127,7 @@ pub async fn run(
         expectations: Expectations::default(),
         metrics,
         config,
+        resize_subresource,
     });
     let controller = controller
         .owns_stream(pod_stream)

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-/// Feature gates relevant to the CloneSet planner; all default off, as in Kruise.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Feature gates relevant to the CloneSet planner; Kruise's defaults, except `InPlaceWorkloadVerticalScaling`
+/// (alpha, off in Kruise), which insitu turns on: resizing in place is what real Kubernetes allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// Allow moving pods back to the current revision when partition grows. Kruise default: off.
     pub cloneset_partition_rollback: bool,
@@ -17,6 +18,21 @@ pub struct FeatureGates {
     /// `RecreatePodWhenChangeVCTInCloneSetGate`: a pod whose revision's volumeClaimTemplates hash differs
     /// from the target's is recreated instead of updated in place (not under InPlaceOnly). Kruise default: off.
     pub recreate_pod_when_change_vct: bool,
+    /// cpu/memory changes resize pods in place through `pods/resize` (research §2.7). insitu default: on.
+    pub in_place_workload_vertical_scaling: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            cloneset_partition_rollback: false,
+            preparing_update_as_update: false,
+            cloneset_short_hash: false,
+            exclude_preparing_delete: false,
+            recreate_pod_when_change_vct: false,
+            in_place_workload_vertical_scaling: true,
+        }
+    }
 }
 
 /// Kruise's release stage of a gate: `AllAlpha=true` / `AllBeta=true` switch on every gate of that stage that is
@@ -40,6 +56,8 @@ const GATES: &[(&str, Stage, bool)] = &[
     ("CloneSetShortHash", Stage::Alpha, false),
     ("CloneSetScalingExcludePreparingDelete", Stage::Flag, false),
     ("RecreatePodWhenChangeVCTInCloneSetGate", Stage::Alpha, false),
+    // Alpha in Kruise (default off there); on by default in insitu. `AllAlpha=false` turns it off.
+    ("InPlaceWorkloadVerticalScaling", Stage::Alpha, true),
 ];
 
 /// The pseudo-gates of component-base that set every gate of a stage.
@@ -101,6 +119,7 @@ impl FeatureGates {
             "CloneSetShortHash" => self.cloneset_short_hash = on,
             "CloneSetScalingExcludePreparingDelete" => self.exclude_preparing_delete = on,
             "RecreatePodWhenChangeVCTInCloneSetGate" => self.recreate_pod_when_change_vct = on,
+            "InPlaceWorkloadVerticalScaling" => self.in_place_workload_vertical_scaling = on,
             _ => {}
         }
     }
@@ -116,6 +135,13 @@ mod tests {
         assert!(g.cloneset_partition_rollback && g.preparing_update_as_update && g.cloneset_short_hash);
         assert!(g.recreate_pod_when_change_vct);
         assert!(!g.exclude_preparing_delete, "a Kruise flag is no alpha gate");
+        assert!(g.in_place_workload_vertical_scaling);
+        assert!(
+            FeatureGates::default().in_place_workload_vertical_scaling,
+            "on by default here"
+        );
+        let off = FeatureGates::parse("InPlaceWorkloadVerticalScaling=false").unwrap();
+        assert!(!off.in_place_workload_vertical_scaling);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use insitu_api::inplace::{
     InPlaceUpdateState, UpdateSpec,
 };
 use insitu_api::keys;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value};
@@ -35,6 +35,21 @@ pub struct InPlaceSpec {
     pub ref_metadata: RefMetadata,
     /// Kruise `updateEnvFromMetadata`: some container must restart for env from metadata.
     pub update_env_from_metadata: bool,
+    /// container name → the cpu/memory quantities that change (Kruise `containerResources`).
+    pub resources: BTreeMap<String, ResourceRequirements>,
+}
+
+impl InPlaceSpec {
+    /// Kruise `VerticalUpdateOnly`: a resize, no image, no env from metadata.
+    pub fn vertical_only(&self) -> bool {
+        !self.resources.is_empty() && self.images.is_empty() && !self.update_env_from_metadata
+    }
+
+    /// Kruise `defaultCheckPodNeedsBeUnready` (gate present is checked by the caller): every in-place update
+    /// marks the pod NotReady, except a resize where no changed resource has `RestartContainer`.
+    pub fn needs_unready(&self, pod: &Pod) -> bool {
+        !self.vertical_only() || crate::vertical::resize_needs_restart(pod, &self.resources)
+    }
 }
 
 /// One RFC 6902 operation of the template diff (op, path).
@@ -152,8 +167,9 @@ fn map_changes(
 }
 
 /// Kruise `defaultCalculateInPlaceUpdateSpec` on two revision templates (with `$patch`). `Err` says why the
-/// change cannot be applied in place (→ recreate, or refusal under InPlaceOnly).
-pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String> {
+/// change cannot be applied in place (→ recreate, or refusal under InPlaceOnly). `vertical` is the
+/// `InPlaceWorkloadVerticalScaling` gate: cpu/memory changes resize in place (research §2.7).
+pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InPlaceSpec, String> {
     let mut ops = Vec::new();
     diff(old_tpl, new_tpl, "", &mut ops);
     let old_containers = old_tpl.pointer("/spec/containers").and_then(Value::as_array);
@@ -161,6 +177,16 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String
     let mut meta_changed = false;
     for op in &ops {
         if op.path.starts_with("/spec/") {
+            if crate::vertical::resource_path(&op.path).is_some() {
+                if !vertical {
+                    return Err(format!(
+                        "template change `{} {}`: resources change in place only with the InPlaceWorkloadVerticalScaling gate",
+                        op.op, op.path
+                    ));
+                }
+                crate::vertical::record_op(op.op, &op.path, old_tpl, new_tpl, &mut spec.resources)?;
+                continue;
+            }
             if op.op != "replace" {
                 return Err(format!(
                     "template change `{} {}` is not an in-place change",
@@ -169,7 +195,7 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String
             }
             let Some(i) = container_image_index(&op.path) else {
                 return Err(format!(
-                    "template change `replace {}`: only container images can change in place",
+                    "template change `replace {}`: only container images and cpu/memory resources can change in place",
                     op.path
                 ));
             };
@@ -197,6 +223,14 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value) -> Result<InPlaceSpec, String
                 op.op, op.path
             ));
         }
+    }
+    if !spec.resources.is_empty()
+        && let Some((from, to)) = crate::vertical::qos_changed(old_tpl, new_tpl)
+    {
+        // Kruise #1212: a resize may not change the QoS class (kube-apiserver rejects it too).
+        return Err(format!(
+            "resources change the pod QoS class ({from} → {to}), which a resize cannot do"
+        ));
     }
     if meta_changed {
         // Kruise applies the metadata as a strategic-merge patch (labels/annotations/finalizers).
@@ -349,21 +383,40 @@ fn container_priority(pod: &Pod, name: &str) -> Option<i64> {
     key.strip_prefix("p_")?.parse().ok()
 }
 
+/// What one batch patches per container (Kruise `UpdateSpec` container maps): images, the metadata their
+/// env reads, resizes.
+#[derive(Clone, Copy)]
+struct Changes<'a> {
+    images: &'a BTreeMap<String, String>,
+    refs: &'a RefMetadata,
+    resources: &'a BTreeMap<String, ResourceRequirements>,
+}
+
 /// Kruise `defaultPatchUpdateSpecToPod`: choose this batch (containers without a priority plus those with
-/// the highest, plus those sharing a changed label/annotation with them), set their images and the
-/// metadata their env reads, record their imageIDs and the batch, queue the rest as `next*`.
+/// the highest, plus those sharing a changed label/annotation with them), set their images, the metadata
+/// their env reads and their resources, record their imageIDs and the batch, queue the rest as `next*`.
 fn patch_spec_to_pod(
     pod: &Pod,
-    images: &BTreeMap<String, String>,
-    refs: &RefMetadata,
+    changes: Changes<'_>,
     state: &mut InPlaceUpdateState,
     now: &Time,
     m: &mut PodMutation,
 ) {
+    let Changes {
+        images,
+        refs,
+        resources,
+    } = changes;
     state.next_container_images.clear();
     state.next_container_ref_metadata.clear();
+    state.next_container_resources.clear();
     state.pre_check_before_next = None;
-    let names: BTreeSet<&str> = images.keys().chain(refs.keys()).map(String::as_str).collect();
+    let names: BTreeSet<&str> = images
+        .keys()
+        .chain(refs.keys())
+        .chain(resources.keys())
+        .map(String::as_str)
+        .collect();
     let prios: BTreeMap<&str, Option<i64>> = names.iter().map(|n| (*n, container_priority(pod, n))).collect();
     let top = prios.values().flatten().max().copied();
     let mut batch: BTreeSet<String> = prios
@@ -391,6 +444,13 @@ fn patch_spec_to_pod(
                 .insert(name.clone(), meta.clone());
         }
     }
+    for (name, res) in resources {
+        if batch.contains(name) {
+            m.container_resources.insert(name.clone(), res.clone());
+        } else {
+            state.next_container_resources.insert(name.clone(), res.clone());
+        }
+    }
     for s in pod
         .status
         .as_ref()
@@ -409,7 +469,7 @@ fn patch_spec_to_pod(
             );
         }
     }
-    if !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty() {
+    if has_next_batch(state) {
         state.pre_check_before_next = Some(InPlaceUpdatePreCheckBeforeNext {
             containers_required_ready: batch.iter().cloned().collect(),
         });
@@ -456,6 +516,7 @@ impl StartTemplate {
                 container_images: spec.images.clone(),
                 container_ref_metadata: spec.ref_metadata.clone(),
                 update_env_from_metadata: spec.update_env_from_metadata,
+                container_resources: spec.resources.clone(),
                 meta_data_patch: spec.meta_patch.as_ref().map(|p| B64.encode(p.as_bytes())),
                 grace_seconds,
                 ..Default::default()
@@ -481,6 +542,7 @@ impl StartTemplate {
             update_timestamp: t.clone(),
             update_images: !spec.images.is_empty(),
             update_env_from_metadata: spec.update_env_from_metadata,
+            update_resources: !spec.resources.is_empty(),
             ..Default::default()
         }
     }
@@ -522,14 +584,12 @@ impl StartTemplate {
             _ => {
                 let mut state = Self::state(&self.spec, &self.revision, &self.now);
                 apply_meta(&self.spec, &mut m);
-                patch_spec_to_pod(
-                    pod,
-                    &self.spec.images,
-                    &self.spec.ref_metadata,
-                    &mut state,
-                    &self.now,
-                    &mut m,
-                );
+                let changes = Changes {
+                    images: &self.spec.images,
+                    refs: &self.spec.ref_metadata,
+                    resources: &self.spec.resources,
+                };
+                patch_spec_to_pod(pod, changes, &mut state, &self.now, &mut m);
                 m.annotations
                     .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
                 m.annotations
@@ -604,14 +664,12 @@ pub fn finish_grace(
     if let Some(p) = spec.meta_data_patch.as_deref().and_then(|p| B64.decode(p).ok()) {
         meta_from_patch(&String::from_utf8_lossy(&p), &mut m);
     }
-    patch_spec_to_pod(
-        pod,
-        &spec.container_images,
-        &spec.container_ref_metadata,
-        &mut state,
-        &time(now),
-        &mut m,
-    );
+    let changes = Changes {
+        images: &spec.container_images,
+        refs: &spec.container_ref_metadata,
+        resources: &spec.container_resources,
+    };
+    patch_spec_to_pod(pod, changes, &mut state, &time(now), &mut m);
     m.annotations.insert(
         keys::INPLACE_UPDATE_STATE_ANNOTATION.into(),
         Some(state.to_json()),
@@ -689,14 +747,20 @@ pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> R
 
 /// Whether containers wait for a later batch (Kruise `updateNextBatch`'s condition).
 pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
-    !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty()
+    !state.next_container_images.is_empty()
+        || !state.next_container_ref_metadata.is_empty()
+        || !state.next_container_resources.is_empty()
 }
 
 /// Kruise `defaultCheckContainersInPlaceUpdateCompleted`: env from metadata needs the node agent's
-/// report; images fall back to the status.
+/// report; a resize is done when every container status reports the spec's resources
+/// (`IsUpdateCompleted`); images fall back to the status.
 pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
     if state.update_env_from_metadata {
         envmeta::env_hashes_consistent(pod)?;
+    }
+    if state.update_resources {
+        crate::vertical::resources_completed(pod)?;
     }
     let Some(last) = state.last_container_statuses.as_ref() else {
         return Ok(());
@@ -749,8 +813,14 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
     }
     let images = std::mem::take(&mut st.next_container_images);
     let refs = std::mem::take(&mut st.next_container_ref_metadata);
+    let resources = std::mem::take(&mut st.next_container_resources);
     let mut m = PodMutation::default();
-    patch_spec_to_pod(pod, &images, &refs, &mut st, &time(now), &mut m);
+    let changes = Changes {
+        images: &images,
+        refs: &refs,
+        resources: &resources,
+    };
+    patch_spec_to_pod(pod, changes, &mut st, &time(now), &mut m);
     m.annotations
         .insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.into(), Some(st.to_json()));
     Ok(m)
@@ -772,28 +842,330 @@ mod tests {
 
     #[test]
     fn image_only_is_in_place() {
-        let s = calculate(&tpl("foo1", None), &tpl("foo2", None)).unwrap();
+        let s = calculate(&tpl("foo1", None), &tpl("foo2", None), true).unwrap();
         assert_eq!(s.images.get("c1").map(String::as_str), Some("foo2"));
         assert!(s.labels.is_empty() && s.meta_patch.is_none());
     }
 
     #[test]
     fn env_change_is_recreate() {
-        let e = calculate(&tpl("foo1", Some("a")), &tpl("foo2", Some("b"))).unwrap_err();
+        let e = calculate(&tpl("foo1", Some("a")), &tpl("foo2", Some("b")), true).unwrap_err();
         assert!(e.contains("/spec/containers/0/env/0/value"), "{e}");
-        assert!(calculate(&tpl("foo1", None), &tpl("foo1", Some("b"))).is_err());
+        assert!(calculate(&tpl("foo1", None), &tpl("foo1", Some("b")), true).is_err());
     }
 
     #[test]
     fn label_change_is_metadata_in_place() {
         let mut new = tpl("foo2", None);
         new["metadata"]["labels"]["k1"] = json!("v1");
-        let s = calculate(&tpl("foo1", None), &new).unwrap();
+        let s = calculate(&tpl("foo1", None), &new, true).unwrap();
         assert_eq!(s.labels.get("k1"), Some(&Some("v1".to_string())));
         assert_eq!(
             s.meta_patch.as_deref(),
             Some(r#"{"metadata":{"labels":{"k1":"v1"}}}"#)
         );
+    }
+
+    /// A template with container `c1` (and optionally `c2`) and the given resources JSON.
+    fn rtpl(image: &str, res: Value) -> Value {
+        json!({"$patch": "replace", "metadata": {"labels": {"app": "a"}},
+               "spec": {"containers": [{"name": "c1", "image": image, "resources": res}]}})
+    }
+
+    fn burstable(cpu: &str, mem: &str) -> Value {
+        json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": "2", "memory": "2Gi"}})
+    }
+
+    // Kruise TestCalculateInPlaceUpdateSpec's resource rows (research §4.4).
+    #[test]
+    fn cpu_only_is_a_resize() {
+        let s = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("500m", "1Gi")),
+            true,
+        )
+        .unwrap();
+        assert!(s.images.is_empty());
+        let r = &s.resources["c1"];
+        assert_eq!(r.requests.as_ref().unwrap()["cpu"].0, "500m");
+        assert!(r.limits.is_none() && !r.requests.as_ref().unwrap().contains_key("memory"));
+        assert!(s.vertical_only());
+    }
+
+    #[test]
+    fn image_and_cpu_go_together() {
+        let s = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo2", burstable("1500m", "1Gi")),
+            true,
+        )
+        .unwrap();
+        assert_eq!(s.images["c1"], "foo2");
+        assert_eq!(s.resources["c1"].requests.as_ref().unwrap()["cpu"].0, "1500m");
+        assert!(!s.vertical_only());
+    }
+
+    #[test]
+    fn cpu_and_memory_within_burstable_is_a_resize() {
+        let s = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("100m", "100Mi")),
+            true,
+        )
+        .unwrap();
+        assert_eq!(s.resources["c1"].requests.as_ref().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn other_field_with_cpu_recreates() {
+        let old = rtpl("foo1", burstable("1", "1Gi"));
+        let mut new = rtpl("foo1", burstable("2", "1Gi"));
+        new["spec"]["containers"][0]["command"] = json!(["sh"]);
+        assert!(calculate(&old, &new, true).is_err());
+        let mut new = rtpl("foo1", burstable("2", "1Gi"));
+        new["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "b"}]);
+        assert!(calculate(&old, &new, true).is_err());
+    }
+
+    #[test]
+    fn qos_change_recreates_with_the_reason() {
+        let old = rtpl("foo1", burstable("1", "1Gi"));
+        let new = rtpl(
+            "foo1",
+            json!({"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}),
+        );
+        let e = calculate(&old, &new, true).unwrap_err();
+        assert!(e.contains("QoS class (Burstable → Guaranteed)"), "{e}");
+    }
+
+    #[test]
+    fn add_remove_and_other_resources_recreate() {
+        let old = rtpl("foo1", json!({"requests": {"cpu": "1"}}));
+        let add = rtpl("foo1", json!({"requests": {"cpu": "1", "memory": "1Gi"}}));
+        let e = calculate(&old, &add, true).unwrap_err();
+        assert!(e.contains("can not add or remove resources"), "{e}");
+        let e = calculate(&add, &old, true).unwrap_err();
+        assert!(e.contains("can not add or remove resources"), "{e}");
+        let limits = rtpl("foo1", json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}));
+        let e = calculate(&old, &limits, true).unwrap_err();
+        assert!(e.contains("can not add or remove resources"), "{e}");
+        let eph = |q: &str| rtpl("foo1", json!({"requests": {"cpu": "1", "ephemeral-storage": q}}));
+        let e = calculate(&eph("1Gi"), &eph("2Gi"), true).unwrap_err();
+        assert!(
+            e.contains("disallowed inplace update resource: ephemeral-storage"),
+            "{e}"
+        );
+        let bad = rtpl("foo1", json!({"requests": {"cpu": "lots"}}));
+        assert!(
+            calculate(&old, &bad, true)
+                .unwrap_err()
+                .contains("parse quantity")
+        );
+    }
+
+    #[test]
+    fn gate_off_recreates_on_resources() {
+        let e = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("2", "1Gi")),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.contains("InPlaceWorkloadVerticalScaling"), "{e}");
+    }
+
+    fn pod_with(policies: Value, priorities: &[(&str, Option<i64>)]) -> Pod {
+        let containers: Vec<Value> = priorities
+            .iter()
+            .map(|(n, p)| {
+                let mut c = json!({"name": n, "image": "foo1", "resizePolicy": policies.clone(),
+                                   "resources": burstable("1", "1Gi")});
+                if let Some(p) = p {
+                    c["env"] = json!([{"name": "KRUISE_CONTAINER_BARRIER", "valueFrom": {"configMapKeyRef": {"name": "b", "key": format!("p_{p}")}}}]);
+                }
+                c
+            })
+            .collect();
+        let statuses: Vec<Value> = priorities
+            .iter()
+            .map(|(n, _)| json!({"name": n, "image": "foo1", "imageID": format!("id-{n}"), "ready": true, "restartCount": 0}))
+            .collect();
+        serde_json::from_value(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": containers},
+                                      "status": {"containerStatuses": statuses}}),
+        )
+        .unwrap()
+    }
+
+    // Kruise TestCheckPodNeedsBeUnready rows (research §4.4).
+    #[test]
+    fn unready_only_when_a_changed_resource_restarts() {
+        let spec = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("2", "1Gi")),
+            true,
+        )
+        .unwrap();
+        let none = pod_with(json!([]), &[("c1", None)]);
+        assert!(
+            !spec.needs_unready(&none),
+            "resource-only without RestartContainer stays ready"
+        );
+        let mem = pod_with(
+            json!([{"resourceName": "memory", "restartPolicy": "RestartContainer"}]),
+            &[("c1", None)],
+        );
+        assert!(!spec.needs_unready(&mem), "memory restarts, but only cpu changed");
+        let cpu = pod_with(
+            json!([{"resourceName": "cpu", "restartPolicy": "RestartContainer"}]),
+            &[("c1", None)],
+        );
+        assert!(spec.needs_unready(&cpu));
+        let with_image = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo2", burstable("2", "1Gi")),
+            true,
+        )
+        .unwrap();
+        assert!(with_image.needs_unready(&none), "an image change restarts anyway");
+    }
+
+    #[test]
+    fn start_resizes_now_and_records_state() {
+        let spec = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("2", "1Gi")),
+            true,
+        )
+        .unwrap();
+        let t = StartTemplate::new(
+            spec,
+            "rev-2",
+            "rev-2",
+            0,
+            Timestamp::from_second(1_800_000_000).unwrap(),
+        );
+        let pod = pod_with(json!([]), &[("c1", None)]);
+        let m = t.mutation(&pod);
+        assert!(m.container_images.is_empty());
+        assert_eq!(
+            m.container_resources["c1"].requests.as_ref().unwrap()["cpu"].0,
+            "2"
+        );
+        let st = parse_state(
+            m.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+                .as_deref()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(st.update_resources && !st.update_images);
+        assert_eq!(st.container_batches_record[0].containers, vec!["c1".to_string()]);
+        assert_eq!(
+            st.last_container_statuses,
+            Some(BTreeMap::new()),
+            "no image, no imageID recorded"
+        );
+        // Not complete until the status reports the new resources.
+        let mut p = pod.clone();
+        m.apply(&mut p);
+        assert!(
+            containers_completed(&p, &st)
+                .unwrap_err()
+                .contains("resources not changed")
+        );
+        let reported = p.spec.as_ref().unwrap().containers[0].resources.clone();
+        p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].resources = reported;
+        assert_eq!(containers_completed(&p, &st), Ok(()));
+    }
+
+    #[test]
+    fn grace_period_carries_the_resources() {
+        let spec = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo1", burstable("2", "1Gi")),
+            true,
+        )
+        .unwrap();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let t = StartTemplate::new(spec, "rev-2", "rev-2", 5, t0);
+        let pod = pod_with(json!([]), &[("c1", None)]);
+        let m = t.mutation(&pod);
+        assert!(
+            m.container_resources.is_empty(),
+            "nothing resized during the grace period"
+        );
+        let grace = m.annotations[keys::INPLACE_UPDATE_GRACE_ANNOTATION]
+            .clone()
+            .unwrap();
+        assert!(
+            grace.contains(r#""containerResources":{"c1":{"requests":{"cpu":"2"}}}"#),
+            "{grace}"
+        );
+        let state = m.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let later = Timestamp::from_second(1_800_000_006).unwrap();
+        let Grace::Finish(f) = finish_grace(&pod, "rev-2", &grace, Some(&state), later) else {
+            panic!("grace over")
+        };
+        assert_eq!(
+            f.container_resources["c1"].requests.as_ref().unwrap()["cpu"].0,
+            "2"
+        );
+    }
+
+    #[test]
+    fn resources_follow_container_priority_batches() {
+        let old = json!({"$patch": "replace", "metadata": {}, "spec": {"containers": [
+            {"name": "c1", "image": "foo1", "resources": burstable("1", "1Gi")},
+            {"name": "c2", "image": "bar1", "resources": burstable("1", "1Gi")}]}});
+        let mut new = old.clone();
+        new["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("2");
+        new["spec"]["containers"][1]["image"] = json!("bar2");
+        let spec = calculate(&old, &new, true).unwrap();
+        // c2 has the higher priority: it goes first, c1's resize waits for the next batch.
+        let pod = pod_with(json!([]), &[("c1", Some(0)), ("c2", Some(10))]);
+        let t = StartTemplate::new(
+            spec,
+            "rev-2",
+            "rev-2",
+            0,
+            Timestamp::from_second(1_800_000_000).unwrap(),
+        );
+        let m = t.mutation(&pod);
+        assert_eq!(m.container_images.keys().collect::<Vec<_>>(), vec!["c2"]);
+        assert!(m.container_resources.is_empty());
+        let st = parse_state(
+            m.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+                .as_deref()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(st.next_container_resources.contains_key("c1"));
+        assert_eq!(
+            st.pre_check_before_next
+                .as_ref()
+                .unwrap()
+                .containers_required_ready,
+            vec!["c2".to_string()]
+        );
+        assert!(
+            check_completed(&pod, None, Some(&st.to_json())).is_err(),
+            "next batch pending"
+        );
+        let n = next_batch(&pod, st, Timestamp::from_second(1_800_000_010).unwrap()).unwrap();
+        assert_eq!(
+            n.container_resources["c1"].requests.as_ref().unwrap()["cpu"].0,
+            "2"
+        );
+        let st = parse_state(
+            n.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+                .as_deref()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(st.next_container_resources.is_empty() && st.pre_check_before_next.is_none());
+        assert_eq!(st.container_batches_record.len(), 2);
     }
 
     #[test]

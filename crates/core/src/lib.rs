@@ -22,6 +22,7 @@ pub mod snapshot;
 pub mod sort;
 pub mod status;
 pub mod summary;
+pub mod vertical;
 
 pub use gates::FeatureGates;
 pub use packed::PackedPod;

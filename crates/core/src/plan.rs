@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use insitu_api::CloneSetStatus;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceRequirements};
 use serde::Serialize;
 
 use crate::packed::PackedPod;
@@ -189,6 +189,10 @@ pub struct PodMutation {
     /// Finalizers to add (`true`) or remove (`false`): template finalizer changes applied in place.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub finalizers: BTreeMap<String, bool>,
+    /// container name → cpu/memory to resize to. The executor sends them through `pods/resize` (servers
+    /// ≥ 1.32, Kruise `ShouldUpdateResourceByResize`) before the pod write, or in the pod write before 1.32.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub container_resources: BTreeMap<String, ResourceRequirements>,
 }
 
 impl PodMutation {
@@ -225,6 +229,7 @@ impl PodMutation {
                 }
             }
         }
+        crate::vertical::apply(pod, &self.container_resources);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -232,6 +237,7 @@ impl PodMutation {
             && self.annotations.is_empty()
             && self.container_images.is_empty()
             && self.finalizers.is_empty()
+            && self.container_resources.is_empty()
     }
 }
 

@@ -790,9 +790,14 @@ impl<'a> Planner<'a> {
                 Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
                     self.why(format!(
-                        "pod {}: grace period over → patch images {:?}",
+                        "pod {}: grace period over → patch images {:?}{}",
                         f.name(),
-                        m.container_images
+                        m.container_images,
+                        if m.container_resources.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", resize {}", crate::vertical::describe(&m.container_resources))
+                        }
                     ));
                     self.push_update(f, m, UpdateReason::FinishGracePeriod);
                 }
@@ -829,6 +834,17 @@ impl<'a> Planner<'a> {
                         reason: crate::plan::NO_NODE_AGENT.into(),
                         message: msg,
                     });
+                }
+                InFlight::ResizePending => {
+                    containers_done = false;
+                    completed = Some(false);
+                    // Kruise keeps waiting for the status to report the resources; say why.
+                    if let Some((reason, message)) = crate::vertical::resize_pending(&f.pod()) {
+                        self.why(format!(
+                            "pod {}: resize pending on its node ({reason}: {message}); the update completes once the kubelet applies it",
+                            f.name()
+                        ));
+                    }
                 }
                 InFlight::NextBatch => {
                     containers_done = false;
@@ -1051,11 +1067,14 @@ impl<'a> Planner<'a> {
             }
         }
         if !ctx.in_place.is_empty() {
-            let images = ctx
-                .cache
-                .iter()
-                .find_map(|(_, c)| c.as_ref().ok())
-                .map(|s| format!("{:?}", s.tpl.spec.images));
+            let images = ctx.cache.iter().find_map(|(_, c)| c.as_ref().ok()).map(|s| {
+                let r = &s.tpl.spec.resources;
+                if r.is_empty() {
+                    format!("{:?}", s.tpl.spec.images)
+                } else {
+                    format!("{:?}, resize {}", s.tpl.spec.images, crate::vertical::describe(r))
+                }
+            });
             self.why(format!(
                 "in-place update to {target_name} (images {}{}): {}",
                 images.unwrap_or_default(),
@@ -1096,8 +1115,9 @@ impl<'a> Planner<'a> {
                 None => {
                     let t = match (old, ctx.target_tpl) {
                         (Some(old), Some(t)) => match revision::template_value(old) {
-                            Some(o) => vct_check(old, ctx.target_vct, ctx.stype)
-                                .and_then(|()| inplace::calculate(o, t)),
+                            Some(o) => vct_check(old, ctx.target_vct, ctx.stype).and_then(|()| {
+                                inplace::calculate(o, t, self.gates.in_place_workload_vertical_scaling)
+                            }),
                             None => Err("old revision has no template".into()),
                         },
                         (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision())),
@@ -1164,7 +1184,8 @@ impl<'a> Planner<'a> {
                         Some(m) => m.clone(),
                         None => start.tpl.mutation(&f.pod()),
                     };
-                    if f.has_gate() {
+                    // Kruise CheckPodNeedsBeUnready: a resize without RestartContainer keeps serving.
+                    if f.has_gate() && start.tpl.spec.needs_unready(&f.pod()) {
                         self.plan.actions.push(Action::SetInPlaceUpdateReady {
                             pod: f.name().to_string(),
                             uid: f.uid().to_string(),

@@ -166,9 +166,12 @@ pub(crate) enum InFlight {
     /// Env from metadata waits for a node agent that never reported on this pod (no
     /// `apps.kruise.io/runtime-containers-meta`): without kruise-daemon nothing restarts the containers.
     NoNodeAgent,
+    /// The resize waits on the kubelet's `PodResizePending` (Deferred / Infeasible): Kruise waits too.
+    ResizePending,
     /// Every container of the last batch is updated and no batch is left.
     Done,
-    /// The last batch is updated and another batch of containers waits (`nextContainerImages`).
+    /// The last batch is updated and another batch of containers waits (`nextContainerImages`,
+    /// `nextContainerResources`).
     NextBatch,
 }
 
@@ -177,6 +180,9 @@ impl InFlight {
         match inplace::parse_state(state) {
             Err(_) => InFlight::Invalid,
             Ok(st) => match inplace::containers_completed(pod, &st) {
+                Err(_) if st.update_resources && crate::vertical::resize_pending(pod).is_some() => {
+                    InFlight::ResizePending
+                }
                 Err(_)
                     if st.update_env_from_metadata
                         && !pod.metadata.annotations.as_ref().is_some_and(|a| {

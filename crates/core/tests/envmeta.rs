@@ -32,7 +32,7 @@ fn kruise_case_4_label_read_by_env_goes_to_its_container() {
         json!({"app": "a", "k": "v2", "k1": "v1"}),
         json!([{"name": "c1", "image": "foo2", "env": env_label("k")}]),
     );
-    let s = inplace::calculate(&old, &new).unwrap();
+    let s = inplace::calculate(&old, &new, true).unwrap();
     assert_eq!(s.images.get("c1").map(String::as_str), Some("foo2"));
     assert!(s.update_env_from_metadata);
     assert_eq!(
@@ -57,7 +57,7 @@ fn a_label_nobody_reads_is_plain_metadata() {
         json!({"app": "a", "k": "v2"}),
         json!([{"name": "c1", "image": "foo1"}]),
     );
-    let s = inplace::calculate(&old, &new).unwrap();
+    let s = inplace::calculate(&old, &new, true).unwrap();
     assert!(!s.update_env_from_metadata && s.ref_metadata.is_empty());
     assert_eq!(s.labels.get("k"), Some(&Some("v2".to_string())));
 }
@@ -112,7 +112,7 @@ fn kruise_batches_by_priority_with_shared_labels() {
         json!({"label-k1": "foo", "label-k2": "bar"}),
         containers(["c1-img-new", "c2-img-new", "c3-img", "c4-img-new"]),
     );
-    let spec = inplace::calculate(&old, &new).unwrap();
+    let spec = inplace::calculate(&old, &new, true).unwrap();
     assert_eq!(spec.ref_metadata.keys().collect::<Vec<_>>(), ["c2", "c3"]);
     let start = StartTemplate::new(spec, "rev-new", "rev-new", 0, now());
     // 1st batch: c1 alone (priority 20); the others wait.
