@@ -76,6 +76,10 @@ pub struct NodesArgs {
     /// `apps.kruise.io/runtime-containers-meta` for pods with such env.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub kruise_daemon: bool,
+    /// The registry's digest of a tag, `REF=sha256:<64 hex>` (repeatable): the kubelet reports it as the
+    /// container's imageID, so two tags of one digest report the same imageID (an image re-tagged).
+    #[arg(long = "image-digest", value_name = "REF=DIGEST")]
+    pub image_digests: Vec<String>,
     /// Node lease renewal interval in seconds (0 disables heartbeats).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,
@@ -100,8 +104,8 @@ fn secs(s: f64) -> Duration {
 }
 
 impl NodesArgs {
-    /// The image behaviour these flags describe.
-    pub fn images(&self) -> ImageProfiles {
+    /// The image behaviour these flags describe; a malformed `--image-digest` is an error naming it.
+    pub fn images(&self) -> anyhow::Result<ImageProfiles> {
         let default = ImageProfile {
             pull: secs(self.pull_seconds),
             start: secs(self.start_seconds),
@@ -109,7 +113,7 @@ impl NodesArgs {
         };
         let mut profiles = ImageProfiles {
             default,
-            rules: Vec::new(),
+            ..ImageProfiles::default()
         };
         for glob in self.crash_images.iter().filter(|g| !g.is_empty()) {
             let fail = ImageFailure::CrashAfter(secs(self.crash_after_seconds));
@@ -123,21 +127,31 @@ impl NodesArgs {
             let fail = ImageFailure::ExitsAtOnce;
             profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
         }
-        profiles
+        for spec in &self.image_digests {
+            let (reference, digest) = spec.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--image-digest {spec:?}: expected REF=sha256:<64 hex>, e.g. nginx:alpine=sha256:…"
+                )
+            })?;
+            profiles = profiles
+                .with_digest(reference.trim(), digest.trim())
+                .map_err(|e| anyhow::anyhow!("--image-digest {spec:?}: {e}"))?;
+        }
+        Ok(profiles)
     }
 
     /// The kubelet configuration these flags describe.
-    pub fn config(&self) -> NodesConfig {
-        NodesConfig {
+    pub fn config(&self) -> anyhow::Result<NodesConfig> {
+        Ok(NodesConfig {
             nodes: self.count,
             node_prefix: self.node_prefix.clone(),
             seed: self.seed,
-            images: self.images(),
+            images: self.images()?,
             heartbeat: (self.heartbeat_seconds > 0).then(|| Duration::from_secs(self.heartbeat_seconds)),
             events: !self.no_events,
             kruise_daemon: self.kruise_daemon,
             ..NodesConfig::default()
-        }
+        })
     }
 }
 
@@ -147,7 +161,7 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
         let client = client_from(args.kubeconfig.as_deref(), "nodes").await?;
         // Real time: a SimClock at speed 1 on an unpaused runtime.
         let clock: Arc<dyn Clock> = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
-        let config = args.config();
+        let config = args.config()?;
         tracing::info!(
             nodes = config.nodes,
             prefix = %config.node_prefix,

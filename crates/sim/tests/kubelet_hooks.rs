@@ -66,8 +66,8 @@ fn pod(v: serde_json::Value) -> Pod {
     serde_json::from_value(v).unwrap()
 }
 
-fn status(rt: &PodRt, p: &Pod, i: usize) -> ContainerStatus {
-    rt.statuses(p).1.remove(i)
+fn status(rt: &PodRt, _pod: &Pod, i: usize) -> ContainerStatus {
+    rt.statuses().1.remove(i)
 }
 
 fn waiting(s: &ContainerStatus) -> Option<String> {

@@ -137,7 +137,7 @@ impl Agent {
             .map(|id| NodeState {
                 name: id.name,
                 host_ip: id.host_ip,
-                rt: NodeRt::default(),
+                rt: NodeRt::with_allocatable(&config.capacity),
                 pool: plan.pool(id.index),
             })
             .collect();
@@ -293,6 +293,7 @@ impl Agent {
 
     fn remove(&mut self, key: &str) {
         if let Some(e) = self.pods.remove(key) {
+            e.rt.release(&mut self.nodes[e.node].rt);
             if let Some(t) = e.timer {
                 self.timers.remove(&t);
             }
@@ -491,7 +492,7 @@ impl Agent {
     }
 
     fn view(&self, e: &Entry) -> PodView {
-        let (init_statuses, statuses) = e.rt.statuses(&e.pod);
+        let (init_statuses, statuses) = e.rt.statuses();
         let host_ip = self.nodes[e.node].host_ip.clone();
         let pod_ip = if e.host_network {
             host_ip.clone()
@@ -512,6 +513,7 @@ impl Agent {
                 }
                 .to_json()
             }),
+            resize_conditions: e.rt.resize_conditions(),
         }
     }
 

@@ -55,6 +55,9 @@ pub struct ImageProfiles {
     pub default: ImageProfile,
     /// `(pattern, profile)` rules, tried in order.
     pub rules: Vec<(String, ImageProfile)>,
+    /// The registry: normalized reference → `sha256:<64 hex>` digest. Several tags may share one digest
+    /// (the same image pushed twice); references not listed get a digest derived from their name.
+    pub digests: std::collections::BTreeMap<String, String>,
 }
 
 impl ImageProfiles {
@@ -62,6 +65,38 @@ impl ImageProfiles {
     pub fn with(mut self, pattern: impl Into<String>, profile: ImageProfile) -> Self {
         self.rules.push((pattern.into(), profile));
         self
+    }
+
+    /// Records that `reference` resolves to `digest` in the registry (`sha256:` + 64 hex digits).
+    pub fn with_digest(mut self, reference: &str, digest: &str) -> Result<Self, String> {
+        let hex = digest.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(format!(
+                "image digest {digest:?} for {reference:?} must be sha256: followed by 64 lowercase hex digits"
+            ));
+        }
+        if reference.is_empty() || reference.contains('@') {
+            return Err(format!(
+                "image reference {reference:?} must be a tag reference such as nginx:alpine"
+            ));
+        }
+        self.digests
+            .insert(normalize_image(reference), digest.to_string());
+        Ok(self)
+    }
+
+    /// The image ID the runtime reports for a reference (`repo@sha256:…`): the registry's digest when it
+    /// knows the tag, else [`image_id`].
+    pub fn image_id(&self, image: &str) -> String {
+        let normalized = normalize_image(image);
+        match self.digests.get(&normalized) {
+            Some(d) => format!("{}@{d}", repository(&normalized)),
+            None => image_id(image),
+        }
     }
 
     /// The profile for an image reference.
@@ -210,6 +245,25 @@ mod tests {
             image_id(&format!("nginx@{d}")),
             format!("docker.io/library/nginx@{d}")
         );
+    }
+
+    #[test]
+    fn registry_digests_shared_by_tags() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        let p = ImageProfiles::default()
+            .with_digest("nginx:alpine", &d)
+            .unwrap()
+            .with_digest("docker.io/library/nginx:stable-alpine", &d)
+            .unwrap();
+        assert_eq!(p.image_id("nginx:alpine"), format!("docker.io/library/nginx@{d}"));
+        assert_eq!(p.image_id("nginx:alpine"), p.image_id("nginx:stable-alpine"));
+        assert_eq!(p.image_id("nginx:1.27"), image_id("nginx:1.27"));
+        assert!(
+            ImageProfiles::default()
+                .with_digest("nginx:alpine", "sha256:xyz")
+                .is_err()
+        );
+        assert!(ImageProfiles::default().with_digest("", &d).is_err());
     }
 
     #[test]

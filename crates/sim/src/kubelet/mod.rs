@@ -5,6 +5,7 @@ pub mod events;
 pub mod image;
 pub mod ipam;
 pub mod node;
+pub mod resize;
 pub mod runtime;
 pub mod status;
 

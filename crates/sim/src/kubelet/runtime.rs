@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, Pod, Probe, ResourceRequirements,
+    ContainerStatus, Pod, Probe,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 
 use insitu_api::containermeta::{self, MetaKind, RuntimeContainerHashes, RuntimeContainerMeta};
 
-use super::image::{ImageFailure, ImageProfiles, fnv1a, hex64, image_id, normalize_image};
+use super::image::{ImageFailure, ImageProfiles, fnv1a, hex64, normalize_image};
+use super::resize::{NodeAlloc, PodResize, Res, pod_requests};
 use super::status::to_time;
 
 /// Initial crash-loop and image-pull back-off.
@@ -88,9 +88,19 @@ pub struct KEvent {
 pub struct NodeRt {
     present: HashMap<String, Timestamp>,
     pull_free: Option<Timestamp>,
+    /// Allocatable and what the node's pods were allocated (resize admission).
+    pub alloc: NodeAlloc,
 }
 
 impl NodeRt {
+    /// A node whose allocatable is its capacity (the simulated nodes reserve nothing).
+    pub fn with_allocatable(capacity: &super::NodeCapacity) -> Self {
+        let q = |s: &str| insitu_api::quantity::parse_quantity(s);
+        let mut rt = Self::default();
+        rt.alloc.allocatable = q(&capacity.cpu).zip(q(&capacity.memory));
+        rt
+    }
+
     /// Marks an image as present on the node.
     pub fn mark_present(&mut self, image: &str, at: Timestamp) {
         self.present.entry(normalize_image(image)).or_insert(at);
@@ -412,6 +422,8 @@ pub struct ContainerRt {
     env_refs: Vec<(String, MetaKind, String)>,
     /// Required ConfigMap references of its env.
     cm_refs: Vec<CmRef>,
+    /// Desired, allocated and actuated resources (in-place resize).
+    res: Res,
 }
 
 impl ContainerRt {
@@ -433,6 +445,7 @@ impl ContainerRt {
             crash: None,
             pull_backoff: None,
             never_ran: false,
+            res: Res::from_spec(c),
         }
     }
 
@@ -490,6 +503,8 @@ impl ContainerRt {
 enum KillWhy {
     DefinitionChanged,
     PodDeleted,
+    /// A resize of a resource with `resizePolicy: RestartContainer`.
+    ResizeRestart,
 }
 
 /// The runtime state of one pod on a node. Every transition happens at an exact cluster time; the pod reports
@@ -508,6 +523,12 @@ pub struct PodRt {
     /// The pod's labels and annotations as last seen (downward-API env values at container start).
     labels: Option<BTreeMap<String, String>>,
     annotations: Option<BTreeMap<String, String>>,
+    /// In-place resize progress.
+    resize: PodResize,
+    /// `metadata.generation` of the spec seen last (resize conditions observe it).
+    generation: i64,
+    /// `terminationGracePeriodSeconds` of the spec seen last (resize restarts).
+    grace: Duration,
 }
 
 impl PodRt {
@@ -544,10 +565,83 @@ impl PodRt {
             namespace: meta.namespace.clone().unwrap_or_default(),
             labels: meta.labels.clone(),
             annotations: meta.annotations.clone(),
+            resize: PodResize::default(),
+            generation: pod.metadata.generation.unwrap_or(0),
+            grace: termination_grace(pod),
         };
         rt.adopt(pod, now, env);
+        let requests = pod_requests(rt.containers.iter().map(|c| (&c.res, c.kind == Kind::Init)), true);
+        env.node.alloc.set(&rt.desc, requests);
+        rt.sync_resize(now, env);
         rt.orchestrate(now);
         rt
+    }
+
+    /// kubelet `handlePodResourcesResize` for the app containers, and the restarts it asks for.
+    fn sync_resize(&mut self, now: Timestamp, env: &mut Env<'_>) {
+        if self.terminating {
+            return;
+        }
+        let regular = &mut self.containers[self.n_init..];
+        let names: Vec<String> = regular.iter().map(|c| c.name.clone()).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut res: Vec<&mut Res> = regular.iter_mut().map(|c| &mut c.res).collect();
+        let step = self.resize.sync(
+            &self.desc,
+            &names,
+            &mut res,
+            &mut env.node.alloc,
+            self.generation,
+            now,
+        );
+        for (warning, reason, message) in step.events {
+            env.events.push(KEvent {
+                at: now,
+                warning,
+                reason,
+                message,
+                field_path: None,
+            });
+        }
+        // Only a running container restarts; one not running yet starts with the new allocation anyway.
+        let n_init = self.n_init;
+        for i in step.restart.into_iter().map(|i| n_init + i) {
+            if matches!(self.containers[i].phase, Phase::Running { .. }) {
+                let grace = self.grace;
+                self.kill(i, now, AfterStop::Restart, grace, KillWhy::ResizeRestart, env);
+            }
+        }
+    }
+
+    /// A resize timer: the actuation finished, or a deferred resize is retried.
+    fn resize_step(&mut self, t: Timestamp, env: &mut Env<'_>) {
+        if self.resize.retry_due(t) {
+            self.sync_resize(t, env);
+            return;
+        }
+        let regular = &mut self.containers[self.n_init..];
+        let names: Vec<String> = regular.iter().map(|c| c.name.clone()).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut res: Vec<&mut Res> = regular.iter_mut().map(|c| &mut c.res).collect();
+        if let Some((warning, reason, message)) = self.resize.tick(&names, &mut res, t) {
+            env.events.push(KEvent {
+                at: t,
+                warning,
+                reason,
+                message,
+                field_path: None,
+            });
+        }
+    }
+
+    /// The `PodResizePending` / `PodResizeInProgress` conditions.
+    pub fn resize_conditions(&self) -> Vec<k8s_openapi::api::core::v1::PodCondition> {
+        self.resize.conditions()
+    }
+
+    /// Gives the pod's allocation back to the node (the pod is gone).
+    pub fn release(&self, node: &mut NodeRt) {
+        node.alloc.release(&self.desc);
     }
 
     /// Takes over containers that a previous kubelet left running (per the pod's status).
@@ -566,6 +660,7 @@ impl PodRt {
             let Some(s) = list.into_iter().flatten().find(|s| s.name == c.name) else {
                 continue;
             };
+            c.res.adopt(s);
             let Some(state) = &s.state else { continue };
             if normalize_image(&s.image) != normalize_image(&c.spec.image) {
                 continue;
@@ -626,7 +721,16 @@ impl PodRt {
 
     /// The next time this pod needs [`PodRt::advance`].
     pub fn deadline(&self) -> Option<Timestamp> {
-        self.containers.iter().filter_map(ContainerRt::deadline).min()
+        let resize = if self.terminating {
+            None
+        } else {
+            self.resize.deadline()
+        };
+        self.containers
+            .iter()
+            .filter_map(ContainerRt::deadline)
+            .chain(resize)
+            .min()
     }
 
     /// The pod finished terminating: every container is stopped for good.
@@ -648,9 +752,15 @@ impl PodRt {
                 .enumerate()
                 .filter_map(|(i, c)| c.deadline().filter(|d| *d <= now).map(|d| (d, i)))
                 .min();
-            let Some((t, i)) = next else { return };
-            self.step(i, t, env);
-            self.orchestrate(t);
+            let resize = self.resize.deadline().filter(|d| *d <= now && !self.terminating);
+            match (next, resize) {
+                (Some((t, i)), r) if r.is_none_or(|r| t < r) => {
+                    self.step(i, t, env);
+                    self.orchestrate(t);
+                }
+                (_, Some(r)) => self.resize_step(r, env),
+                _ => return,
+            }
         }
         tracing::warn!(pod = %self.desc, "kubelet: too many transitions in one step; deferring");
     }
@@ -915,11 +1025,13 @@ impl PodRt {
             c.restart_count = c.restart_count.saturating_add(1);
         }
         let id = format!("containerd://{}", hex64(env.rng.next_u64()));
+        // A new container starts with what is allocated.
+        c.res.actual = c.res.allocated.clone();
         c.last = c.current.take();
         c.current = Some(Instance {
             id,
             image: image.clone(),
-            image_id: image_id(&image),
+            image_id: env.images.image_id(&image),
             started_at: t,
             exit: None,
             env_hash,
@@ -1051,6 +1163,7 @@ impl PodRt {
                         format!("Container {} definition changed, will be restarted", c.name)
                     }
                     KillWhy::PodDeleted => format!("Stopping container {}", c.name),
+                    KillWhy::ResizeRestart => format!("Container {} resize requires restart", c.name),
                 };
                 c.event(env, t, false, "Killing", msg);
                 c.ready = false;
@@ -1093,6 +1206,7 @@ impl PodRt {
             };
             let new = CSpec::from(c);
             let rt = &mut self.containers[i];
+            rt.res.set_spec(c);
             if rt.spec == new {
                 continue;
             }
@@ -1120,6 +1234,9 @@ impl PodRt {
                 _ => {}
             }
         }
+        self.generation = pod.metadata.generation.unwrap_or(self.generation);
+        self.grace = grace;
+        self.sync_resize(now, env);
     }
 
     /// A ConfigMap in the pod's namespace changed: containers held in `CreateContainerConfigError` retry now
@@ -1209,36 +1326,23 @@ impl PodRt {
         }
     }
 
-    /// Container statuses `(init, regular)` for `status`, resources mirrored from the pod spec.
-    pub fn statuses(&self, pod: &Pod) -> (Vec<ContainerStatus>, Vec<ContainerStatus>) {
+    /// Container statuses `(init, regular)` for `status`; resources as allocated and actuated.
+    pub fn statuses(&self) -> (Vec<ContainerStatus>, Vec<ContainerStatus>) {
         let has_init = self.n_init > 0;
-        let find = |name: &str, init: bool| {
-            let spec = pod.spec.as_ref()?;
-            let list = if init {
-                spec.init_containers.as_deref().unwrap_or_default()
-            } else {
-                &spec.containers[..]
-            };
-            list.iter()
-                .find(|c| c.name == name)
-                .and_then(|c| c.resources.clone())
-        };
         let mut init = Vec::with_capacity(self.n_init);
         let mut regular = Vec::with_capacity(self.containers.len() - self.n_init);
         for (i, c) in self.containers.iter().enumerate() {
-            let is_init = i < self.n_init;
-            let s = self.status(c, find(&c.name, is_init), has_init);
-            if is_init { init.push(s) } else { regular.push(s) }
+            let s = self.status(c, has_init);
+            if i < self.n_init {
+                init.push(s)
+            } else {
+                regular.push(s)
+            }
         }
         (init, regular)
     }
 
-    fn status(
-        &self,
-        c: &ContainerRt,
-        resources: Option<ResourceRequirements>,
-        has_init: bool,
-    ) -> ContainerStatus {
+    fn status(&self, c: &ContainerRt, has_init: bool) -> ContainerStatus {
         let terminated = |inst: &Instance| {
             inst.exit.as_ref().map(|e| ContainerStateTerminated {
                 exit_code: e.code,
@@ -1334,16 +1438,7 @@ impl PodRt {
             Some(i) => (normalize_image(&i.image), i.image_id.clone(), Some(i.id.clone())),
             None => (normalize_image(&c.spec.image), String::new(), None),
         };
-        let pick = |m: &Option<BTreeMap<String, Quantity>>| {
-            let m: BTreeMap<String, Quantity> = m
-                .iter()
-                .flatten()
-                .filter(|(k, _)| *k == "cpu" || *k == "memory")
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            (!m.is_empty()).then_some(m)
-        };
-        let res = resources.unwrap_or_default();
+        let running = matches!(c.phase, Phase::Running { .. } | Phase::Stopping { .. });
         ContainerStatus {
             name: c.name.clone(),
             image,
@@ -1354,12 +1449,8 @@ impl PodRt {
             restart_count: c.restart_count,
             state: Some(state),
             last_state: Some(last_state),
-            allocated_resources: res.requests.clone().filter(|m| !m.is_empty()),
-            resources: Some(ResourceRequirements {
-                limits: pick(&res.limits),
-                requests: pick(&res.requests),
-                claims: None,
-            }),
+            allocated_resources: c.res.allocated.requests.clone().filter(|m| !m.is_empty()),
+            resources: Some(c.res.status_resources(running)),
             ..Default::default()
         }
     }
@@ -1413,7 +1504,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use rand::SeedableRng;
 
-    use crate::kubelet::image::{ImageFailure, ImageProfile};
+    use crate::kubelet::image::{ImageFailure, ImageProfile, image_id};
 
     fn t(secs: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -1498,8 +1589,8 @@ mod tests {
         }
     }
 
-    fn c(rt: &PodRt, pod: &Pod) -> ContainerStatus {
-        rt.statuses(pod).1.remove(0)
+    fn c(rt: &PodRt, _pod: &Pod) -> ContainerStatus {
+        rt.statuses().1.remove(0)
     }
 
     #[test]
@@ -1591,7 +1682,7 @@ mod tests {
         assert_eq!(rt.deadline(), Some(t(105)));
         h.run(&mut rt, t(105));
         assert!(rt.terminal());
-        let (_, st) = rt.statuses(&back);
+        let (_, st) = rt.statuses();
         assert_eq!(
             st[0]
                 .state
@@ -1725,7 +1816,7 @@ mod tests {
         }
         let mut rt = PodRt::new(&pod, t(0), &mut h.env());
         h.run(&mut rt, t(1));
-        let (init, regular) = rt.statuses(&pod);
+        let (init, regular) = rt.statuses();
         assert_eq!(
             regular[0]
                 .state
@@ -1737,7 +1828,7 @@ mod tests {
         assert!(init[0].state.as_ref().is_some_and(|s| s.waiting.is_some()));
         // init: pull 2 + start 1 → done at 3; sidecar: pull 2 + start 1 → started at 6; nginx: 6 + 3 = 9.
         h.run(&mut rt, t(9));
-        let (init, regular) = rt.statuses(&pod);
+        let (init, regular) = rt.statuses();
         assert_eq!(
             init[0]
                 .state

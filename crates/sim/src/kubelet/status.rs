@@ -35,6 +35,8 @@ pub struct PodView {
     /// The `apps.kruise.io/runtime-containers-meta` annotation the node agent (kruise-daemon's role)
     /// reports with the status, if it reports one for this pod.
     pub runtime_meta: Option<String>,
+    /// `PodResizePending` / `PodResizeInProgress`, while a resize is pending or being applied.
+    pub resize_conditions: Vec<PodCondition>,
 }
 
 /// Truncates to whole seconds, the precision of `metav1.Time` on the wire.
@@ -327,6 +329,8 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
         });
     }
 
+    conditions.extend(view.resize_conditions.iter().cloned());
+
     let mut status = old;
     status.phase = Some(phase.to_string());
     status.conditions = Some(conditions);
@@ -402,6 +406,7 @@ mod tests {
             }],
             terminal: false,
             runtime_meta: None,
+            resize_conditions: vec![],
         }
     }
 
