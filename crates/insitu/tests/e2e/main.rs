@@ -110,6 +110,7 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(pvc, 1, false, 300),
         scenario!(env_from_label, 1, false, 240),
         scenario!(launch_priority, 1, false, 300),
+        scenario!(resize, 1, false, 300),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.

@@ -1026,3 +1026,164 @@ pub async fn crd_validation(env: &Env, ns: &str) -> anyhow::Result<()> {
     let _ = api.delete("valid", &Default::default()).await;
     ensure(problems.is_empty(), || problems.join("\n      "))
 }
+
+/// cpu of the first container: (spec request, status request).
+fn cpu_request(p: &Pod) -> (String, String) {
+    let q = |r: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| {
+        r.and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu"))
+            .map(|q| q.0.clone())
+            .unwrap_or_default()
+    };
+    let spec = q(p
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.resources.as_ref()));
+    let status = q(p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|s| s.first())
+        .and_then(|s| s.resources.as_ref()));
+    (spec, status)
+}
+
+/// Rolled out, and every pod's spec and status report the cpu request `want`, lifecycle Normal.
+async fn wait_resized(env: &Env, ns: &str, name: &str, want: &str) -> anyhow::Result<Vec<Pod>> {
+    wait_rolled_out(env, ns, name, 2, IMAGE_V1, Duration::from_secs(120)).await?;
+    let what = format!("{ns}/{name}: cpu requests resized to {want}");
+    wait_until(&what, Duration::from_secs(120), || async {
+        let pods = live_pods(env, ns, name).await?;
+        let done = pods.iter().all(|p| {
+            cpu_request(p) == (want.to_string(), want.to_string())
+                && is_ready(p)
+                && p.labels()
+                    .get(insitu_api::keys::LIFECYCLE_STATE_LABEL)
+                    .map(String::as_str)
+                    == Some("Normal")
+        });
+        Ok(if done {
+            Ok(pods)
+        } else {
+            Err(format!(
+                "(spec, status) cpu: {:?}",
+                pods.iter().map(cpu_request).collect::<Vec<_>>()
+            ))
+        })
+    })
+    .await
+}
+
+/// In-place resize through `pods/resize` (Kruise InPlaceWorkloadVerticalScaling): a cpu change with
+/// resizePolicy NotRequired keeps every pod (UID, IP), restarts nothing and never takes a pod out of
+/// service; the kubelet reports PodResizeInProgress and then the new resources. A resize beyond the node's
+/// allocatable is refused by the apiserver: FailedUpdatePodInPlace, nothing changes, until a fix resizes.
+pub async fn resize(env: &Env, ns: &str) -> anyhow::Result<()> {
+    let name = "resize";
+    let mut cs = fast_cloneset(name, 2, 1);
+    cs["spec"]["updateStrategy"]["inPlaceUpdateStrategy"] = json!({});
+    let c = &mut cs["spec"]["template"]["spec"]["containers"][0];
+    c["resources"] =
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}});
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    create_cloneset(env, ns, cs).await?;
+    let (_, before) = wait_rolled_out(env, ns, name, 2, IMAGE_V1, Duration::from_secs(90)).await?;
+    let observer = Observer::start(env, ns, name);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cpu_path = "/spec/template/spec/containers/0/resources/requests/cpu";
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": cpu_path, "value": "200m"}]),
+    )
+    .await?;
+    let after = wait_resized(env, ns, name, "200m").await?;
+    ensure(identities(&before) == identities(&after), || {
+        format!(
+            "pod identity changed: {:?} -> {:?}",
+            identities(&before),
+            identities(&after)
+        )
+    })?;
+    ensure(after.iter().all(|p| restarts(p) == 0), || {
+        "a NotRequired resize restarted a container".into()
+    })?;
+    let seen = observer.snapshot();
+    ensure(seen.max_out_of_service == 0, || {
+        format!(
+            "a resize-only update took {} pod(s) out of service",
+            seen.max_out_of_service
+        )
+    })?;
+    for p in &after {
+        let h = seen.pods.get(&uid(p)).cloned().unwrap_or_default();
+        ensure(!h.inplace_ready_false, || {
+            format!(
+                "{}: InPlaceUpdateReady=False on a resize without RestartContainer",
+                p.name_any()
+            )
+        })?;
+        ensure(h.resize_in_progress, || {
+            format!("{}: PodResizeInProgress never seen", p.name_any())
+        })?;
+        let state: serde_json::Value = serde_json::from_str(
+            p.annotations()
+                .get(insitu_api::keys::INPLACE_UPDATE_STATE_ANNOTATION)
+                .map_or("null", String::as_str),
+        )?;
+        ensure(state["updateResources"] == json!(true), || {
+            format!("{}: state annotation {state} lacks updateResources", p.name_any())
+        })?;
+    }
+    // Beyond any node: the resize is Forbidden (PodResizeValidator); the pods stay as they are.
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": cpu_path, "value": "100k"}]),
+    )
+    .await?;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
+    wait_until(
+        "a FailedUpdatePodInPlace event naming the node's allocatable",
+        Duration::from_secs(60),
+        || {
+            let events = events.clone();
+            async move {
+                let list = events.list(&ListParams::default()).await?;
+                let hit = list.items.iter().any(|e| {
+                    e.reason.as_deref() == Some("FailedUpdatePodInPlace")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("node didn't have enough allocatable resources"))
+                });
+                Ok(if hit {
+                    Ok(())
+                } else {
+                    Err("no such event yet".to_string())
+                })
+            }
+        },
+    )
+    .await?;
+    let pods = live_pods(env, ns, name).await?;
+    ensure(
+        pods.iter().all(|p| cpu_request(p).0 == "200m" && is_ready(p)),
+        || "a refused resize changed a pod".into(),
+    )?;
+    json_patch(
+        env,
+        ns,
+        name,
+        json!([{"op": "replace", "path": cpu_path, "value": "300m"}]),
+    )
+    .await?;
+    let fixed = wait_resized(env, ns, name, "300m").await?;
+    ensure(identities(&before) == identities(&fixed), || {
+        "a resize recreated a pod".into()
+    })?;
+    cleanup(env, ns, name).await;
+    Ok(())
+}

@@ -331,6 +331,8 @@ pub struct PodHistory {
     pub ever_ready: bool,
     pub deleted: bool,
     pub max_restarts: i32,
+    /// The kubelet's `PodResizeInProgress` condition was seen.
+    pub resize_in_progress: bool,
 }
 
 #[derive(Debug, Default)]
@@ -396,6 +398,7 @@ impl Observed {
         h.inplace_ready_false |= condition(p, keys::INPLACE_UPDATE_READY).as_deref() == Some("False");
         h.crash_loop |= waiting_reason(p).as_deref() == Some("CrashLoopBackOff");
         h.max_restarts = h.max_restarts.max(restarts(p));
+        h.resize_in_progress |= condition(p, "PodResizeInProgress").as_deref() == Some("True");
         let ready = is_ready(p) && p.metadata.deletion_timestamp.is_none();
         if ready {
             h.ever_ready = true;
