@@ -1060,11 +1060,7 @@ mod tests {
         .unwrap();
         assert!(st.update_resources && !st.update_images);
         assert_eq!(st.container_batches_record[0].containers, vec!["c1".to_string()]);
-        assert_eq!(
-            st.last_container_statuses,
-            Some(BTreeMap::new()),
-            "no image, no imageID recorded"
-        );
+        assert_eq!(st.last_container_statuses, None, "no image, no imageID recorded");
         // Not complete until the status reports the new resources.
         let mut p = pod.clone();
         m.apply(&mut p);
