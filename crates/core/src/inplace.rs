@@ -519,7 +519,6 @@ impl StartTemplate {
                 container_resources: spec.resources.clone(),
                 meta_data_patch: spec.meta_patch.as_ref().map(|p| B64.encode(p.as_bytes())),
                 grace_seconds,
-                ..Default::default()
             };
             grace_json = Some(grace.to_json());
             state_json = Some(Self::state(&spec, revision, &t).to_json());
