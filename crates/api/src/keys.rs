@@ -74,6 +74,10 @@ pub mod events {
     pub const SUCCESSFUL_UPDATE_POD_RECREATE: &str = "SuccessfulUpdatePodReCreate";
     pub const FAILED_UPDATE_POD_RECREATE: &str = "FailedUpdatePodReCreate";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// insitu: `spec.replicas` beyond the instance-id space, or no free id left (Warning).
+    pub const INSTANCE_IDS_EXHAUSTED: &str = "InstanceIdsExhausted";
+    /// insitu: an in-place grace annotation without its state annotation, finished at once (Warning).
+    pub const STALE_INPLACE_UPDATE_GRACE: &str = "StaleInPlaceUpdateGrace";
     /// Event source component, as Kruise.
     pub const COMPONENT: &str = "cloneset-controller";
 }

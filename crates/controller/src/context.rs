@@ -25,6 +25,12 @@ pub struct Config {
     pub events: bool,
     /// Max CloneSets reconciled at once (Kruise `--cloneset-workers`).
     pub workers: u16,
+    /// After the shutdown signal, how long running reconciles may take before the controller stops anyway.
+    pub shutdown_timeout: Duration,
+    /// A reconcile running longer than this makes `/healthz` fail (the loop is wedged).
+    pub wedged_after: Duration,
+    /// How long a reconcile waits for a cache to sync before it fails (and is retried).
+    pub cache_sync_timeout: Duration,
 }
 
 impl Default for Config {
@@ -35,6 +41,9 @@ impl Default for Config {
             expectation_timeout: Duration::from_secs(300),
             events: true,
             workers: 3,
+            shutdown_timeout: Duration::from_secs(20),
+            wedged_after: Duration::from_secs(300),
+            cache_sync_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -73,6 +82,7 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,
+    pub health: Arc<crate::health::Health>,
     pub events: crate::events::EventSink,
     pub config: Config,
     /// The server has `pods/resize` (≥ 1.32, Kruise `ShouldUpdateResourceByResize`): resizes go through it;

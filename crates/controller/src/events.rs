@@ -54,24 +54,38 @@ impl EventSink {
             Severity::Normal => tracing::info!(cloneset = %cs.name_any(), reason, "{message}"),
             Severity::Warning => tracing::warn!(cloneset = %cs.name_any(), reason, "{message}"),
         }
+        let involved = ObjectReference {
+            api_version: Some(CloneSet::api_version(&()).into_owned()),
+            kind: Some("CloneSet".into()),
+            name: cs.metadata.name.clone(),
+            namespace: Some(cs.namespace().unwrap_or_else(|| "default".into())),
+            uid: cs.metadata.uid.clone(),
+            resource_version: cs.metadata.resource_version.clone(),
+            ..Default::default()
+        };
+        self.emit_for(involved, severity, reason, message);
+    }
+
+    /// Records `reason`/`message` on any namespaced object (not logged: the caller logs what it needs).
+    pub fn emit_for(&self, involved: ObjectReference, severity: Severity, reason: &str, message: String) {
         if !self.enabled {
             return;
         }
-        let ns = cs.namespace().unwrap_or_else(|| "default".into());
-        let cs_name = cs.name_any();
+        let ns = involved.namespace.clone().unwrap_or_else(|| "default".into());
+        let obj_name = involved.name.clone().unwrap_or_default();
         let now = self.clock.now();
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         // client-go names events `<object>.<UnixNano hex>`; the sequence keeps names unique when many share
         // one instant (the simulated clock).
-        let name = format!("{cs_name}.{:x}", now.as_nanosecond() as u64 ^ seq);
+        let name = format!("{obj_name}.{:x}", now.as_nanosecond() as u64 ^ seq);
         let type_ = match severity {
             Severity::Normal => "Normal",
             Severity::Warning => "Warning",
         };
         let occurrence = Occurrence {
             namespace: &ns,
-            object: &cs_name,
-            uid: cs.metadata.uid.as_deref().unwrap_or_default(),
+            object: &obj_name,
+            uid: involved.uid.as_deref().unwrap_or_default(),
             type_,
             reason,
             message: &message,
@@ -100,15 +114,7 @@ impl EventSink {
                 namespace: Some(ns.clone()),
                 ..Default::default()
             },
-            involved_object: ObjectReference {
-                api_version: Some(CloneSet::api_version(&()).into_owned()),
-                kind: Some("CloneSet".into()),
-                name: cs.metadata.name.clone(),
-                namespace: Some(ns.clone()),
-                uid: cs.metadata.uid.clone(),
-                resource_version: cs.metadata.resource_version.clone(),
-                ..Default::default()
-            },
+            involved_object: involved,
             reason: Some(reason.to_string()),
             message: Some(message),
             type_: Some(type_.into()),

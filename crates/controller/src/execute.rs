@@ -50,6 +50,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         ns: ns.clone(),
         key,
         written: Mutex::new(HashMap::new()),
+        update_revision: &plan.update_revision,
     };
     // Once per CloneSet (UID) and reason: a condition the user must fix, not a per-reconcile message.
     for w in &plan.warnings {
@@ -79,6 +80,8 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
                 creates.push(unit);
             }
             Action::DeletePvc { pod: Some(pod), .. }
+            | Action::ReleasePod { pod, .. }
+            | Action::AdoptPod { pod, .. }
             | Action::DeletePod { pod, .. }
             | Action::SetInPlaceUpdateReady { pod, .. }
             | Action::SetKruisePodReady { pod, .. }
@@ -228,6 +231,9 @@ struct Exec<'a> {
     /// InPlaceUpdateReady=False status write would always be refused with 409 and need a re-read).
     /// Kept whole (not packed like the cache): at most one pod per chain in flight, removed at its end.
     written: Mutex<HashMap<String, Arc<Pod>>>,
+    /// The plan's update revision: events name the revision pods go to (the CloneSet's stored status still
+    /// names the previous one in the first round of a rollout).
+    update_revision: &'a str,
 }
 
 impl Exec<'_> {
@@ -537,12 +543,7 @@ impl Exec<'_> {
                     .pods()
                     .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
-                let revision = self
-                    .cs
-                    .status
-                    .as_ref()
-                    .map(|s| s.update_revision.clone())
-                    .unwrap_or_default();
+                let revision = self.update_revision;
                 match (result, reason) {
                     (Ok(p), r) => {
                         self.expect(Expect::PodVersion(pod.clone(), pod_version(&p.metadata)));
@@ -570,6 +571,8 @@ impl Exec<'_> {
                     }
                 }
             }
+            Action::ReleasePod { pod, uid } => self.release_pod(pod, uid).await?,
+            Action::AdoptPod { pod, uid } => self.adopt_pod(pod, uid).await?,
             Action::TruncatePodsToDelete { remove } => {
                 let current = self
                     .cs
@@ -595,6 +598,69 @@ impl Exec<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Kruise claimPods release, written as Kubernetes' ControllerRefManager writes it: a strategic merge patch
+    /// deleting our ownerReference by uid, with the pod's uid as precondition (a replacement of the same
+    /// name is left alone). Gone (404), or Invalid (422: a new pod of that name, as ControllerRefManager
+    /// reads it) counts as released.
+    async fn release_pod(&self, pod: &str, uid: &str) -> Result<(), Error> {
+        let cs_uid = self.cs.metadata.uid.clone().unwrap_or_default();
+        let patch = json!({
+            "metadata": {
+                "ownerReferences": [{"$patch": "delete", "uid": cs_uid}],
+                "uid": uid,
+            }
+        });
+        self.ctx.metrics.write("patch", "pods");
+        match self
+            .pods()
+            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(p) => {
+                self.expect(Expect::PodVersion(pod.to_string(), pod_version(&p.metadata)));
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) || is_status(&e, 422) => Ok(()),
+            Err(e) => Err(action_err(format!("release pod {pod}"), e)),
+        }
+    }
+
+    /// Kruise claimPods adoption: first a fresh read of the CloneSet (refmanager `canAdopt`: same uid, not
+    /// deleting), then ControllerRefManager's patch setting our controller reference, pod uid as precondition.
+    async fn adopt_pod(&self, pod: &str, uid: &str) -> Result<(), Error> {
+        let api: Api<CloneSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let fresh = api
+            .get(&self.cs.name_any())
+            .await
+            .map_err(|e| action_err(format!("adopt pod {pod}: read CloneSet"), e))?;
+        if fresh.metadata.uid != self.cs.metadata.uid || fresh.metadata.deletion_timestamp.is_some() {
+            return Err(Error::Invalid(format!(
+                "can't adopt pod {pod}: CloneSet {} is gone or being deleted",
+                self.key
+            )));
+        }
+        let patch = json!({
+            "metadata": {
+                "ownerReferences": [insitu_core::revision::controller_ref(self.cs)],
+                "uid": uid,
+            }
+        });
+        self.ctx.metrics.write("patch", "pods");
+        match self
+            .pods()
+            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(p) => {
+                self.expect(Expect::PodVersion(pod.to_string(), pod_version(&p.metadata)));
+                self.remember(&p);
+                Ok(())
+            }
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(action_err(format!("adopt pod {pod}"), e)),
+        }
     }
 
     /// Kruise `updateClaimOwnerRefToPod`: the CloneSet's ownerReference on the PVC is replaced by a controller

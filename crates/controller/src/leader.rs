@@ -51,6 +51,8 @@ impl LeaderElectionConfig {
 /// A running elector. Dropping it aborts the loop without releasing the lease.
 pub struct LeaderElector {
     rx: watch::Receiver<bool>,
+    /// Whether the last acquire/renew round reached the apiserver (for a standby's readiness).
+    ok_rx: watch::Receiver<bool>,
     task: JoinHandle<()>,
     api: Api<Lease>,
     config: LeaderElectionConfig,
@@ -61,9 +63,11 @@ impl LeaderElector {
     pub fn spawn(client: kube::Client, config: LeaderElectionConfig) -> Self {
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(elect(api.clone(), config.clone(), tx));
+        let (ok_tx, ok_rx) = watch::channel(true);
+        let task = tokio::spawn(elect(api.clone(), config.clone(), tx, ok_tx));
         Self {
             rx,
+            ok_rx,
             task,
             api,
             config,
@@ -73,6 +77,11 @@ impl LeaderElector {
     /// `true` while this replica holds the lease.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.rx.clone()
+    }
+
+    /// `true` while the last Lease round (GET and acquire/renew) succeeded, lost races included.
+    pub fn rounds_ok(&self) -> watch::Receiver<bool> {
+        self.ok_rx.clone()
     }
 
     /// Stops electing and, if this replica still holds the lease, hands it back (empty holder, 1 s duration)
@@ -112,11 +121,21 @@ struct Observed {
     at: Instant,
 }
 
-async fn elect(api: Api<Lease>, config: LeaderElectionConfig, tx: watch::Sender<bool>) {
+async fn elect(
+    api: Api<Lease>,
+    config: LeaderElectionConfig,
+    tx: watch::Sender<bool>,
+    ok_tx: watch::Sender<bool>,
+) {
     let mut observed: Option<Observed> = None;
     let mut last_renew: Option<Instant> = None;
     loop {
-        match try_acquire_or_renew(&api, &config, &mut observed).await {
+        let round = try_acquire_or_renew(&api, &config, &mut observed).await;
+        ok_tx.send_if_modified(|ok| {
+            let now_ok = round.is_ok() || round.as_ref().is_err_and(is_conflict);
+            std::mem::replace(ok, now_ok) != now_ok
+        });
+        match round {
             Ok(true) => {
                 last_renew = Some(Instant::now());
                 if !*tx.borrow() {

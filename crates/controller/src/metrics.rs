@@ -32,6 +32,8 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Events dropped by client-go's per-object spam filter (see `correlator`).
     pub events_skipped: Counter,
+    /// Objects left out of a cache because they do not decode, by resource (see `lenient`).
+    pub undecodable: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -55,6 +57,12 @@ impl Metrics {
         let api_writes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
         let events_skipped = Counter::default();
+        let undecodable = Family::<Labels, Counter>::default();
+        registry.register(
+            "insitu_undecodable_objects",
+            "Objects left out of the controller's caches because they do not decode (each object version once)",
+            undecodable.clone(),
+        );
         registry.register(
             "kruise_inplace_update",
             "In-place pod updates started",
@@ -119,6 +127,7 @@ impl Metrics {
             api_writes,
             leader,
             events_skipped,
+            undecodable,
         }
     }
 

@@ -23,6 +23,7 @@ fn result_label(result: &str) -> Vec<(&'static str, String)> {
 
 /// Reconciles one CloneSet.
 pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _running = ctx.health.reconciling();
     let ns = cs.namespace().unwrap_or_default();
     let name = cs.name_any();
     let key = format!("{ns}/{name}");
@@ -47,18 +48,35 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
             .inc();
         return Ok(Action::await_change());
     }
-    ctx.pods
-        .wait_until_ready()
-        .await
-        .map_err(|e| Error::Invalid(format!("pod cache: {e}")))?;
-    ctx.revisions
-        .wait_until_ready()
-        .await
-        .map_err(|e| Error::Invalid(format!("revision cache: {e}")))?;
-    ctx.pvcs
-        .wait_until_ready()
-        .await
-        .map_err(|e| Error::Invalid(format!("pvc cache: {e}")))?;
+    // Bounded: a cache that cannot sync (apiserver refusing the list) fails this reconcile, which is retried,
+    // instead of holding a worker (and the graceful shutdown) forever.
+    let limit = ctx.config.cache_sync_timeout;
+    let wait = |name: &'static str, ready: futures::future::BoxFuture<'static, bool>| async move {
+        match tokio::time::timeout(limit, ready).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Invalid(format!("{name} cache: writer dropped"))),
+            Err(_) => Err(Error::Invalid(format!(
+                "{name} cache has not synced within {}s",
+                limit.as_secs()
+            ))),
+        }
+    };
+    let (pods, revs, pvcs) = (ctx.pods.clone(), ctx.revisions.clone(), ctx.pvcs.clone());
+    wait(
+        "pod",
+        Box::pin(async move { pods.wait_until_ready().await.is_ok() }),
+    )
+    .await?;
+    wait(
+        "revision",
+        Box::pin(async move { revs.wait_until_ready().await.is_ok() }),
+    )
+    .await?;
+    wait(
+        "pvc",
+        Box::pin(async move { pvcs.wait_until_ready().await.is_ok() }),
+    )
+    .await?;
 
     // Kruise runs this as its own controller over pod events; here the pod events that reconcile the
     // CloneSet drive it, before anything that may end the round early.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use insitu_api::CloneSet;
 use insitu_core::PackedPod;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -15,6 +15,8 @@ use kube::{Api, Resource};
 
 use crate::events::EventSink;
 use crate::expectations::Expectations;
+use crate::health::Health;
+use crate::lenient::{self, Lenient, Placeholder, Reporter};
 use crate::reconcile::{error_policy, reconcile};
 use crate::{Clock, Config, Context, Metrics};
 
@@ -32,15 +34,33 @@ where
     }
 }
 
-/// A reflector cache of `api` and the stream of objects it touched (for `owns_stream`). Lean: managedFields
-/// are dropped before objects are stored (they are often half the bytes).
-fn lean_cache<K>(api: Api<K>) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
+/// A reflector cache of `api` and the stream of objects it touched (for `owns_stream`). Each item decoded
+/// on its own (`lenient`): an undecodable object is reported and left out, the rest syncs. Lean:
+/// managedFields are dropped before objects are stored (they are often half the bytes).
+fn lean_cache<K>(
+    api: Api<Lenient<K>>,
+    reporter: Reporter,
+    health: Arc<Health>,
+) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    K: Resource<DynamicType = ()>
+        + Placeholder
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (store, writer) = reflector::store::<K>();
-    let stream = watcher(api, watcher::Config::default().any_semantic())
+    let cache = K::plural(&()).into_owned();
+    let stream = lenient::decoded(watcher(api, watcher::Config::default().any_semantic()), reporter)
+        .inspect(move |r| {
+            health.set_failing(&cache, r.is_err());
+            if let Ok(watcher::Event::InitDone) = r {
+                health.set_synced(&cache);
+            }
+        })
         .default_backoff()
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
@@ -81,23 +101,57 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let clonesets: Api<CloneSet> = api(&client, &config.namespace);
-    // Pods are cached packed (`PackedPod`): what a plan reads of every pod is in its summary and metadata.
-    let pods: Api<PackedPod> = api(&client, &config.namespace);
-    let revisions: Api<ControllerRevision> = api(&client, &config.namespace);
-    let pvcs: Api<PersistentVolumeClaim> = api(&client, &config.namespace);
+    let health = Arc::new(Health::new(clock.clone(), config.wedged_after));
+    run_with(client, config, clock, metrics, health, shutdown).await
+}
 
-    let (pod_store, pod_stream) = lean_cache(pods);
-    let (rev_store, rev_stream) = lean_cache(revisions);
+/// `run`, reporting to `health` (for `/healthz` and `/readyz`). Once `shutdown` resolves, running reconciles
+/// get `config.shutdown_timeout` to finish (kube-runtime's graceful shutdown), then the controller stops
+/// regardless: a reconcile waiting on a cache that cannot sync never holds the process.
+pub async fn run_with(
+    client: kube::Client,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = shutdown.shared();
+    let drain = config.shutdown_timeout;
+    let deadline = {
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.await;
+            tokio::time::sleep(drain).await;
+            tracing::warn!(
+                timeout_s = drain.as_secs(),
+                "reconciles still running at the shutdown deadline: stopping anyway"
+            );
+        }
+    };
+    let events = EventSink::new(client.clone(), clock.clone(), metrics.clone(), config.events);
+    let reporter = Reporter::new(metrics.clone(), events.clone());
+    let clonesets: Api<Lenient<CloneSet>> = api(&client, &config.namespace);
+    // Pods are cached packed (`PackedPod`): what a plan reads of every pod is in its summary and metadata.
+    let pods: Api<Lenient<PackedPod>> = api(&client, &config.namespace);
+    let revisions: Api<Lenient<ControllerRevision>> = api(&client, &config.namespace);
+    let pvcs: Api<Lenient<PersistentVolumeClaim>> = api(&client, &config.namespace);
+
+    let (cs_store, cs_stream) = lean_cache(clonesets, reporter.clone(), health.clone());
+    let (pod_store, pod_stream) = lean_cache(pods, reporter.clone(), health.clone());
+    let (rev_store, rev_stream) = lean_cache(revisions, reporter.clone(), health.clone());
     // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
     // change to an owned PVC (e.g. deleted behind our back) triggers a reconcile.
-    let (pvc_store, pvc_stream) = lean_cache(pvcs);
+    let (pvc_store, pvc_stream) = lean_cache(pvcs, reporter.clone(), health.clone());
 
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
     let (node_store, node_writer) = reflector::store::<Node>();
-    let node_stream = watcher(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
+    let node_stream = lenient::decoded(
+        watcher(
+            Api::<Lenient<Node>>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        ),
+        reporter,
     )
     .default_backoff()
     .modify(|n: &mut Node| {
@@ -110,10 +164,10 @@ pub async fn run(
     .for_each(|_| std::future::ready(()));
 
     let resize_subresource = resize_subresource(&client).await;
-    let controller = Controller::new(clonesets, watcher::Config::default().any_semantic())
+    let controller = Controller::for_stream(cs_stream, cs_store)
         .with_config(controller::Config::default().concurrency(config.workers));
     let ctx = Arc::new(Context {
-        events: EventSink::new(client.clone(), clock.clone(), metrics.clone(), config.events),
+        events,
         client,
         clonesets: controller.store(),
         pods: pod_store,
@@ -126,6 +180,7 @@ pub async fn run(
         clock,
         expectations: Expectations::default(),
         metrics,
+        health,
         config,
         resize_subresource,
     });
@@ -141,6 +196,6 @@ pub async fn run(
             }
         });
     // The node reflector lives as long as the controller (it never ends on its own).
-    futures::pin_mut!(controller, node_stream);
-    futures::future::select(controller, node_stream).await;
+    futures::pin_mut!(controller, node_stream, deadline);
+    futures::future::select(futures::future::select(controller, node_stream), deadline).await;
 }

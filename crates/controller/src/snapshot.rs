@@ -16,6 +16,12 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::Context;
 
+/// Kruise getOwnedPods: any ownerReference with the CloneSet's UID (its field index); the planner's claimPods
+/// then tells controlled pods from adoptable ones.
+fn references(refs: &[OwnerReference], uid: &str) -> bool {
+    refs.iter().any(|r| r.uid == uid)
+}
+
 fn controlled_by(refs: &[OwnerReference], uid: &str) -> bool {
     // Kruise: owner matched by controller ref UID (group/kind checked by the event handler).
     refs.iter().any(|r| r.controller == Some(true) && r.uid == uid)
@@ -151,7 +157,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
     let uid = cs.uid().unwrap_or_default();
     let ns = cs.namespace().unwrap_or_default();
     let (summaries, refreshed) = ctx.summaries.refresh(&cs, &ctx.pods.state(), |p| {
-        p.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(p.owner_references(), &uid)
+        p.metadata.namespace.as_deref() == Some(ns.as_str()) && references(p.owner_references(), &uid)
     });
     tracing::trace!(cloneset = %cs.name_any(), reused = refreshed.reused, made = refreshed.made, "pod summaries");
     ctx.summaries.prune(|ns, name, uid| {

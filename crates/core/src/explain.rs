@@ -174,6 +174,8 @@ pub fn action_line(a: &Action) -> String {
                 .collect();
             format!("patch pod {pod} ({reason:?}): {}", l.join(", "))
         }
+        Action::ReleasePod { pod, .. } => format!("release pod {pod} (remove the ownerReference)"),
+        Action::AdoptPod { pod, .. } => format!("adopt pod {pod} (set the controller reference)"),
         Action::TruncatePodsToDelete { remove } => {
             format!(
                 "remove {} from spec.scaleStrategy.podsToDelete",

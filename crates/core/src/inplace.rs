@@ -615,6 +615,10 @@ pub enum Grace {
     Abandon(PodMutation),
     /// Unreadable annotations: nothing to do (explained).
     Invalid(String),
+    /// A grace annotation without the state annotation (both are written together when an update starts):
+    /// Kruise's finishGracePeriod fails on it in every round and the rollout stalls. Recovered here by
+    /// finishing the grace at once from a fresh state (the mutation), with the reason for a Warning.
+    Stale(PodMutation, String),
 }
 
 /// Kruise `finishGracePeriod` (research §2.5).
@@ -634,15 +638,39 @@ pub fn finish_grace(
             ));
         }
     };
-    let Some(state) = state else {
-        return Grace::Invalid(format!(
-            "pod has {} but {} not found",
-            keys::INPLACE_UPDATE_GRACE_ANNOTATION,
-            keys::INPLACE_UPDATE_STATE_ANNOTATION
-        ));
+    let stale = match state {
+        None => None,
+        Some(state) => {
+            let Ok(state) = serde_json::from_str::<InPlaceUpdateState>(state) else {
+                return Grace::Invalid(format!("unreadable {}", keys::INPLACE_UPDATE_STATE_ANNOTATION));
+            };
+            Some(state)
+        }
     };
-    let Ok(mut state) = serde_json::from_str::<InPlaceUpdateState>(state) else {
-        return Grace::Invalid(format!("unreadable {}", keys::INPLACE_UPDATE_STATE_ANNOTATION));
+    let (mut state, stale) = match stale {
+        Some(state) => (state, None),
+        None => {
+            // When the update started is unknown: its grace period counts as over now.
+            let state = InPlaceUpdateState {
+                revision: spec.revision.clone(),
+                update_timestamp: time(now),
+                last_container_statuses: None,
+                update_env_from_metadata: false,
+                update_resources: false,
+                update_images: !spec.container_images.is_empty(),
+                next_container_images: Default::default(),
+                next_container_ref_metadata: Default::default(),
+                next_container_resources: Default::default(),
+                pre_check_before_next: None,
+                container_batches_record: Vec::new(),
+            };
+            let why = format!(
+                "pod has {} but {} not found: the grace period is finished now (Kruise would fail this pod's refresh in every round)",
+                keys::INPLACE_UPDATE_GRACE_ANNOTATION,
+                keys::INPLACE_UPDATE_STATE_ANNOTATION
+            );
+            (state, Some(why))
+        }
     };
     let mut m = PodMutation::default();
     if !crate::revision::equal_to_revision(pod_revision, &spec.revision) {
@@ -654,7 +682,7 @@ pub fn finish_grace(
     }
     let grace_ms = i64::from(spec.grace_seconds) * 1000;
     let span_ms = now.as_millisecond() - state.update_timestamp.0.as_millisecond();
-    if span_ms < grace_ms {
+    if span_ms < grace_ms && stale.is_none() {
         // Kruise roundupSeconds(grace − span).
         let left_ms = grace_ms - span_ms;
         let secs = (left_ms + 999) / 1000;
@@ -677,7 +705,10 @@ pub fn finish_grace(
         .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
     m.annotations
         .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD.into(), None);
-    Grace::Finish(m)
+    match stale {
+        Some(why) => Grace::Stale(m, why),
+        None => Grace::Finish(m),
+    }
 }
 
 /// Docker-style reference normalisation for comparing spec and reported images: the kubelet reports

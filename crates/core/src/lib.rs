@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod budget;
+pub mod claim;
 pub mod envmeta;
 pub mod explain;
 pub mod gates;
@@ -26,7 +27,7 @@ pub mod vertical;
 
 pub use gates::FeatureGates;
 pub use packed::PackedPod;
-pub use plan::{Action, Budget, Plan, PodMutation, UpdateReason};
+pub use plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
 pub use planner::plan;
 pub use snapshot::Snapshot;
 pub use summary::{PodRef, PodSummary};

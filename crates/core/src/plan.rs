@@ -152,6 +152,14 @@ pub enum Action {
         annotations: BTreeMap<String, Option<String>>,
         reason: UpdateReason,
     },
+    /// Kruise claimPods release: the pod no longer matches the selector, so our ownerReference is removed
+    /// (strategic merge patch with the pod's uid as precondition, as Kubernetes' ControllerRefManager).
+    #[serde(rename_all = "camelCase")]
+    ReleasePod { pod: String, uid: String },
+    /// Kruise claimPods adoption: the pod references the CloneSet without a controller and matches the
+    /// selector; the CloneSet becomes its controller (after a fresh read shows the CloneSet is not deleting).
+    #[serde(rename_all = "camelCase")]
+    AdoptPod { pod: String, uid: String },
     /// Remove names of pods that no longer exist from `spec.scaleStrategy.podsToDelete`.
     #[serde(rename_all = "camelCase")]
     TruncatePodsToDelete { remove: Vec<String> },

@@ -14,8 +14,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::budget::{self, DiffPod, Unavailable};
+use crate::claim::{self, Claim, Claimer};
 use crate::inplace::{self, Grace, StartTemplate};
-use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason};
+use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
 use crate::readiness;
 use crate::revision::{self, short_hash};
@@ -24,6 +25,11 @@ use crate::sort;
 use crate::status::{self, StatusInput};
 use crate::summary::{self, InFlight, PodSummary, RevisionKey};
 use crate::{FeatureGates, PackedPod, Snapshot};
+
+/// Pods created per round at most. Kruise creates every missing pod in one round (in slow-start batches);
+/// the bound keeps one plan's time and memory independent of `spec.replicas` (a plan holds each pod it
+/// creates), and the pods' creation triggers the next round, which plans the next batch.
+pub const MAX_CREATES_PER_ROUND: usize = 1000;
 
 /// Plans the next round for one CloneSet. Pure and deterministic: same snapshot → same plan.
 pub fn plan(s: &Snapshot) -> Plan {
@@ -279,7 +285,9 @@ impl<'a> Planner<'a> {
             update: RevisionKey::new(&update_name),
         };
         let mut facts: Vec<PodFacts> = Vec::with_capacity(summaries.len());
-        let (mut released, mut sorted) = (0usize, true);
+        let (mut released, mut sorted) = (Vec::new(), true);
+        let claimer = Claimer::new(cs);
+        let cs_deleting = cs.metadata.deletion_timestamp.is_some();
         for sm in summaries {
             if !sm.active {
                 continue;
@@ -288,9 +296,28 @@ impl<'a> Planner<'a> {
             let selected = sm
                 .selected_by(fingerprint)
                 .unwrap_or_else(|| selector.matches(sm.meta().labels.as_ref()));
-            if !selected {
-                released += 1;
-                continue;
+            let pod_deleting = sm.meta().deletion_timestamp.is_some();
+            match claim::claim(claimer.owner(sm.meta()), selected, cs_deleting, pod_deleting) {
+                Claim::Keep => {}
+                Claim::Ignore => continue,
+                Claim::Release => {
+                    released.push(sm.name());
+                    self.plan.actions.push(Action::ReleasePod {
+                        pod: sm.name().to_string(),
+                        uid: sm.uid().to_string(),
+                    });
+                    continue;
+                }
+                Claim::Adopt => {
+                    self.why(format!(
+                        "pod {} references this CloneSet without a controller and matches the selector: adopt",
+                        sm.name()
+                    ));
+                    self.plan.actions.push(Action::AdoptPod {
+                        pod: sm.name().to_string(),
+                        uid: sm.uid().to_string(),
+                    });
+                }
             }
             let f = PodFacts::with_context(sm, &ctx);
             // Order checked here, while this pod is being read, not in a second walk over every name.
@@ -299,9 +326,11 @@ impl<'a> Planner<'a> {
                 .is_none_or(|last| last.name_cmp(&f) != Ordering::Greater);
             facts.push(f);
         }
-        if released > 0 {
+        if !released.is_empty() {
             self.why(format!(
-                "{released} owned pod(s) no longer match the selector: not managed"
+                "{} owned pod(s) no longer match the selector: release (remove the ownerReference): {}",
+                released.len(),
+                released.join(", ")
             ));
         }
         // Deterministic whatever order the cache lists pods in.
@@ -481,6 +510,42 @@ impl<'a> Planner<'a> {
         modified
     }
 
+    /// A Warning event and the FailedScale condition: the spec asks for something the controller cannot do.
+    fn warn(&mut self, reason: &str, message: String) {
+        self.why(format!("{reason}: {message}"));
+        self.failed_scale = Some(message.clone());
+        self.plan.warnings.push(Warning {
+            reason: reason.to_string(),
+            message,
+        });
+    }
+
+    /// `spec.replicas` beyond the instance-id space can never be reached: say so (the pods that fit are
+    /// still created).
+    fn id_space_check(&mut self, replicas: i32, pods: usize) {
+        if u64::try_from(replicas).unwrap_or(0) > pods::ID_SPACE {
+            self.warn(
+                keys::events::INSTANCE_IDS_EXHAUSTED,
+                format!(
+                    "spec.replicas {replicas} exceeds the {} instance ids (5 characters of 27): at most {} pods can exist, {pods} do; lower spec.replicas",
+                    pods::ID_SPACE,
+                    pods::ID_SPACE
+                ),
+            );
+        }
+    }
+
+    /// Fewer fresh instance ids than pods to create: the id space is (nearly) full.
+    fn ids_exhausted(&mut self, missing: usize, taken: usize) {
+        self.warn(
+            keys::events::INSTANCE_IDS_EXHAUSTED,
+            format!(
+                "no free instance id for {missing} pod(s): {taken} of the {} ids are taken; lower spec.replicas or delete pods",
+                pods::ID_SPACE
+            ),
+        );
+    }
+
     /// Kruise `Scale` (research §3.6). Returns true when it planned any write.
     fn scale(
         &mut self,
@@ -557,15 +622,24 @@ impl<'a> Planner<'a> {
         }
 
         if b.scale_up_num > 0 {
-            let n = usize::try_from(b.scale_up_limit).unwrap_or(0);
-            let n_current = usize::try_from(b.scale_up_num_old_revision).unwrap_or(0).min(n);
-            if n == 0 {
+            let wanted = usize::try_from(b.scale_up_limit).unwrap_or(0);
+            if wanted == 0 {
                 self.why(format!(
                     "need {} more pod(s) but the scale-up limit is 0: wait",
                     b.scale_up_num
                 ));
                 return false;
             }
+            self.id_space_check(replicas, all.len());
+            // Bounded work per round whatever `replicas` says: Kruise creates in slow-start batches anyway,
+            // and the next round (triggered by the created pods) plans the next batch.
+            let n = wanted.min(MAX_CREATES_PER_ROUND);
+            if n < wanted {
+                self.why(format!(
+                    "need {wanted} more pod(s): create {n} this round (at most {MAX_CREATES_PER_ROUND} per round), the rest next rounds"
+                ));
+            }
+            let n_current = usize::try_from(b.scale_up_num_old_revision).unwrap_or(0).min(n);
             let taken: HashSet<String> = all
                 .iter()
                 .filter_map(|p| pods::label(p.meta(), keys::INSTANCE_ID_LABEL).map(str::to_string))
@@ -608,6 +682,9 @@ impl<'a> Planner<'a> {
             let mut reusable: Vec<&str> = pvc_ids.iter().copied().collect();
             reusable.sort_by_key(|id| busy.contains(id));
             let mut ids = pods::available_ids(&seed, n, &reusable, &active_ids, &taken);
+            if ids.len() < n {
+                self.ids_exhausted(n - ids.len(), taken.len());
+            }
             let reused: Vec<&str> = ids
                 .iter()
                 .map(String::as_str)
@@ -809,6 +886,14 @@ impl<'a> Planner<'a> {
                     self.push_update(f, m, UpdateReason::AbandonGracePeriod);
                 }
                 Grace::Invalid(e) => self.why(format!("pod {}: {e}", f.name())),
+                Grace::Stale(m, why) => {
+                    self.plan.warnings.push(Warning {
+                        reason: keys::events::STALE_INPLACE_UPDATE_GRACE.to_string(),
+                        message: format!("pod {}: {why}", f.name()),
+                    });
+                    self.why(format!("pod {}: {why}", f.name()));
+                    self.push_update(f, m, UpdateReason::FinishGracePeriod);
+                }
             }
         } else if f.has_state && (f.lc == Lc::Updating || !ipu_true) {
             // Pending batches only exist while InPlaceUpdateReady is not True (Kruise sets it True once

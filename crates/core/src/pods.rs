@@ -207,13 +207,28 @@ pub fn rfc3339(t: Timestamp) -> String {
     k8s_openapi::jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).unwrap_or_default()
 }
 
+/// How many instance ids exist: 5 characters of Kruise's 27-letter alphabet (27⁵). No CloneSet can have more
+/// pods than this, whatever `spec.replicas` says.
+pub const ID_SPACE: u64 = 27 * 27 * 27 * 27 * 27;
+
+/// Random draws allowed per id asked for (plus `ID_DRAW_SLACK`) before `instance_ids` gives up: with half of
+/// the id space taken the chance that 16 draws all collide is 2⁻¹⁶. Keeps a nearly full id space from
+/// turning one plan into an endless search.
+const ID_DRAWS_PER_ID: u64 = 16;
+const ID_DRAW_SLACK: u64 = 1024;
+
 /// Deterministic 5-char instance ids from Kruise's alphabet, seeded by the snapshot (no RNG in core):
-/// same snapshot → same ids; ids never collide with `taken` nor with each other.
-pub fn instance_ids(seed: &str, n: usize, taken: &HashSet<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(n);
+/// same snapshot → same ids; ids never collide with `taken` nor with each other. Generated one at a time
+/// (nothing is allocated up front for `n`), with a bounded number of draws: fewer than `n` come back when the
+/// id space is (nearly) exhausted, and the caller reports it.
+pub fn instance_ids(seed: &str, n: usize, taken: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
     let mut chosen: HashSet<String> = HashSet::new();
+    let max_draws = (n as u64)
+        .saturating_mul(ID_DRAWS_PER_ID)
+        .saturating_add(ID_DRAW_SLACK);
     let mut counter: u64 = 0;
-    while out.len() < n {
+    while out.len() < n && counter < max_draws {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in seed.as_bytes().iter().chain(counter.to_le_bytes().iter()) {
             h ^= u64::from(*b);
@@ -226,7 +241,7 @@ pub fn instance_ids(seed: &str, n: usize, taken: &HashSet<String>) -> Vec<String
             id.push(ALPHANUMS[(x % 27) as usize] as char);
             x /= 27;
         }
-        if !taken.contains(&id) && chosen.insert(id.clone()) {
+        if !taken(&id) && chosen.insert(id.clone()) {
             out.push(id);
         }
     }
@@ -236,7 +251,8 @@ pub fn instance_ids(seed: &str, n: usize, taken: &HashSet<String>) -> Vec<String
 /// Kruise `getOrGenAvailableIDs`: first the ids of PVCs that no active pod uses (so a pod whose PVCs
 /// outlived it comes back under the same name, with the same claims), then fresh ids that are neither
 /// in `taken` nor a PVC's. Kruise pops the reusable ids from a set in no particular order; here they are
-/// taken in the order of `pvc_ids` (the planner sorts them), so the plan stays deterministic.
+/// taken in the order of `pvc_ids` (the planner sorts them), so the plan stays deterministic. May return
+/// fewer than `n` (see `instance_ids`); the planner bounds `n` per round (`MAX_CREATES_PER_ROUND`).
 pub fn available_ids(
     seed: &str,
     n: usize,
@@ -244,7 +260,7 @@ pub fn available_ids(
     active_ids: &HashSet<&str>,
     taken: &HashSet<String>,
 ) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(n);
+    let mut out: Vec<String> = Vec::new();
     for id in pvc_ids {
         if out.len() == n {
             break;
@@ -257,7 +273,7 @@ pub fn available_ids(
         let mut taken = taken.clone();
         taken.extend(pvc_ids.iter().map(|id| (*id).to_string()));
         taken.extend(active_ids.iter().map(|id| (*id).to_string()));
-        out.extend(instance_ids(seed, n - out.len(), &taken));
+        out.extend(instance_ids(seed, n - out.len(), |id| taken.contains(id)));
     }
     out
 }

@@ -8,4 +8,5 @@ pub mod nodes_cmd;
 pub mod plan_cmd;
 pub mod run_cmd;
 pub mod simtime;
+pub mod torture;
 pub mod up_cmd;

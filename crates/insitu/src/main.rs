@@ -1,7 +1,7 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-use insitu::{bench_cmd, demo, nodes_cmd, plan_cmd, run_cmd, up_cmd};
+use insitu::{bench_cmd, demo, nodes_cmd, plan_cmd, run_cmd, torture, up_cmd};
 
 use std::process::ExitCode;
 
@@ -31,6 +31,8 @@ enum Command {
     Nodes(nodes_cmd::NodesArgs),
     /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures.
     Bench(bench_cmd::BenchArgs),
+    /// Seeded fault injection on the embedded cluster (virtual time) with an invariant checker.
+    Torture(torture::TortureArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -64,6 +66,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => {
             init_tracing("warn");
             bench_cmd::main(args)
+        }
+        Command::Torture(args) => {
+            init_tracing("error");
+            torture::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd => {

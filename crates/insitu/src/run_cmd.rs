@@ -9,6 +9,8 @@ use axum::Router;
 use axum::routing::get;
 use std::time::Duration;
 
+use axum::http::StatusCode;
+use insitu_controller::health::{Health, Leadership, Verdict};
 use insitu_controller::leader::{LeaderElectionConfig, LeaderElector};
 use insitu_controller::{Config, Metrics, SystemClock};
 
@@ -20,9 +22,14 @@ pub struct RunArgs {
     /// Only watch this namespace.
     #[arg(long)]
     pub namespace: Option<String>,
-    /// Address for /metrics, /healthz, /readyz.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Address for /metrics, /healthz, /readyz. Loopback by default (a local run exposes nothing); in a
+    /// cluster give `0.0.0.0:8080` so the kubelet's probes and Prometheus reach it (deploy/ does).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_addr: SocketAddr,
+    /// Seconds running reconciles get after SIGTERM before the controller stops anyway (keep it below the
+    /// pod's terminationGracePeriodSeconds, 30 in deploy/, so the Lease is released before SIGKILL).
+    #[arg(long, default_value_t = 20)]
+    pub shutdown_timeout_seconds: u64,
     /// Kruise feature gates, e.g. `CloneSetPartitionRollback=true`.
     #[arg(long, default_value = "")]
     pub feature_gates: String,
@@ -84,6 +91,48 @@ async fn termination_signal() {
     }
 }
 
+/// A probe answer: 200 with `ok`, or 503 with the reasons.
+fn probe(v: Verdict) -> (StatusCode, String) {
+    let code = if v.ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, v.body())
+}
+
+/// Keeps `insitu_leader` and the readiness standing in step with the elector.
+fn publish_leadership(elector: &LeaderElector, health: &Arc<Health>, metrics: &Arc<Metrics>) {
+    let (mut leading, mut ok) = (elector.subscribe(), elector.rounds_ok());
+    let (health, metrics) = (health.clone(), metrics.clone());
+    tokio::spawn(async move {
+        loop {
+            let (l, o) = (*leading.borrow_and_update(), *ok.borrow_and_update());
+            metrics.leader.set(i64::from(l));
+            health.set_leadership(if l {
+                Leadership::Leading
+            } else {
+                Leadership::Standby(o)
+            });
+            tokio::select! {
+                r = leading.changed() => if r.is_err() { break },
+                r = ok.changed() => if r.is_err() { break },
+            }
+        }
+        metrics.leader.set(0);
+    });
+}
+
+/// Hands the Lease back, bounded (an unreachable apiserver must not hold the exit).
+async fn release(elector: LeaderElector) {
+    if tokio::time::timeout(Duration::from_secs(5), elector.release())
+        .await
+        .is_err()
+    {
+        tracing::warn!("could not release the leader lease within 5s: it expires on its own");
+    }
+}
+
 /// `$POD_NAME` is taken by clap; otherwise hostname plus a random suffix, as client-go does.
 fn default_identity() -> String {
     let host = std::env::var("HOSTNAME")
@@ -129,11 +178,20 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let client = client_from(args.kubeconfig.as_deref(), "controller").await?;
         let metrics = Arc::new(Metrics::new());
+        let config = Config {
+            namespace: args.namespace.clone(),
+            gates,
+            workers: args.workers,
+            shutdown_timeout: Duration::from_secs(args.shutdown_timeout_seconds),
+            ..Config::default()
+        };
+        let health = Arc::new(Health::new(Arc::new(SystemClock), config.wedged_after));
         let m = metrics.clone();
+        let (live, ready) = (health.clone(), health.clone());
         let app = Router::new()
             .route("/metrics", get(move || async move { m.render() }))
-            .route("/healthz", get(|| async { "ok" }))
-            .route("/readyz", get(|| async { "ok" }));
+            .route("/healthz", get(move || async move { probe(live.live()) }))
+            .route("/readyz", get(move || async move { probe(ready.ready()) }));
         let listener = tokio::net::TcpListener::bind(args.metrics_addr)
             .await
             .with_context(|| format!("binding {}", args.metrics_addr))?;
@@ -141,12 +199,6 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let config = Config {
-            namespace: args.namespace,
-            gates,
-            workers: args.workers,
-            ..Config::default()
-        };
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
         let elector = if args.leader_elect {
             let identity = args.leader_identity.clone().unwrap_or_else(default_identity);
@@ -158,6 +210,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             };
             tracing::info!(%identity, lease = %format!("{}/{}", le.namespace, le.name), "waiting for leadership");
             let elector = LeaderElector::spawn(client.clone(), le);
+            health.set_leadership(Leadership::Standby(true));
+            publish_leadership(&elector, &health, &metrics);
             let mut leading = elector.subscribe();
             tokio::select! {
                 r = leading.wait_for(|l| *l) => {
@@ -166,7 +220,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
                 _ = termination_signal() => {
-                    elector.release().await;
+                    release(elector).await;
                     return Ok(ExitCode::SUCCESS);
                 }
             }
@@ -197,7 +251,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             });
         });
         let mut rx = stop_rx.clone();
-        insitu_controller::run(client, config, Arc::new(SystemClock), metrics, async move {
+        insitu_controller::run_with(client, config, Arc::new(SystemClock), metrics, health, async move {
             let _ = rx.wait_for(|s| *s != Stop::Running).await;
         })
         .await;
@@ -207,7 +261,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
         if let Some(elector) = elector {
-            elector.release().await;
+            release(elector).await;
         }
         Ok(ExitCode::SUCCESS)
     })

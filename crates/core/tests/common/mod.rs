@@ -255,6 +255,20 @@ impl World {
                         };
                     }
                 }
+                Action::ReleasePod { pod, .. } => {
+                    let cs_uid = self.cs.metadata.uid.clone();
+                    let p = self.pod_mut(pod).unwrap();
+                    if let Some(refs) = p.metadata.owner_references.as_mut() {
+                        refs.retain(|r| Some(&r.uid) != cs_uid.as_ref());
+                    }
+                }
+                Action::AdoptPod { pod, .. } => {
+                    let owner = insitu_core::revision::controller_ref(&self.cs);
+                    let p = self.pod_mut(pod).unwrap();
+                    let refs = p.metadata.owner_references.get_or_insert_with(Vec::new);
+                    refs.retain(|r| r.uid != owner.uid);
+                    refs.push(owner);
+                }
                 Action::TruncatePodsToDelete { remove } => {
                     if let Some(s) = self.cs.spec.scale_strategy.as_mut() {
                         s.pods_to_delete.retain(|n| !remove.contains(n));
@@ -394,6 +408,8 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             }
             Action::UpdatePod { pod, reason, .. } => format!("UpdatePod {pod} {reason:?}"),
             Action::PatchPodMetadata { pod, reason, .. } => format!("PatchPodMetadata {pod} {reason:?}"),
+            Action::ReleasePod { pod, .. } => format!("ReleasePod {pod}"),
+            Action::AdoptPod { pod, .. } => format!("AdoptPod {pod}"),
             Action::TruncatePodsToDelete { remove } => format!("TruncatePodsToDelete {remove:?}"),
         })
         .collect()

@@ -55,22 +55,29 @@ impl Harness {
 
     /// A cluster with this configuration (image profiles, nodes, ...) plus the controller.
     pub async fn start_with(config: SimConfig) -> Self {
+        let mut h = Self::without_controller_with(config).await;
+        h.start_controller();
+        h
+    }
+
+    /// The cluster and the pod tracker, no controller yet (`start_controller`): to set up what the
+    /// controller's first LIST sees.
+    pub async fn without_controller(seed: u64) -> Self {
+        Self::without_controller_with(SimConfig {
+            nodes: 4,
+            seed,
+            ..Default::default()
+        })
+        .await
+    }
+
+    pub async fn without_controller_with(config: SimConfig) -> Self {
         let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap(), 1.0);
         let cluster = SimCluster::start(config, clock.clone())
             .await
             .expect("sim starts");
         let client = cluster.client.clone();
         let metrics = Arc::new(Metrics::new());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(insitu_controller::run(
-            client.clone(),
-            Config::default(),
-            Arc::new(insitu::simtime::SharedClock(clock)),
-            metrics.clone(),
-            async move {
-                let _ = rx.await;
-            },
-        ));
         let (store, writer) = reflector::store::<Pod>();
         let max_unavailable: Arc<Mutex<Option<usize>>> = Arc::default();
         let tracker = max_unavailable.clone();
@@ -79,6 +86,7 @@ impl Harness {
         tokio::spawn(async move {
             let mut events = Box::pin(
                 watcher(pods_api, watcher::Config::default())
+                    .default_backoff()
                     .reflect(writer)
                     .applied_objects(),
             );
@@ -100,8 +108,23 @@ impl Harness {
             metrics,
             pods: store,
             max_unavailable,
-            stop: Some(tx),
+            stop: None,
         }
+    }
+
+    /// Starts the controller (default config) on the cluster.
+    pub fn start_controller(&mut self) {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(insitu_controller::run(
+            self.client.clone(),
+            Config::default(),
+            Arc::new(insitu::simtime::SharedClock(self.cluster.clock.clone())),
+            self.metrics.clone(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        self.stop = Some(tx);
     }
 
     pub fn clonesets(&self) -> Api<CloneSet> {

@@ -7,6 +7,7 @@
 mod discovery;
 mod errors;
 mod events;
+pub mod faults;
 mod handlers;
 mod patch;
 mod pods;
@@ -52,6 +53,8 @@ pub struct ApiStats {
     pub active_watches: u64,
     /// Requests answered with an error status (>= 400).
     pub errors: u64,
+    /// Requests refused as invalid (422), oracle clients' excepted: a client under test should never send one.
+    pub invalid: u64,
     /// Stored objects by resource (same naming as `writes`).
     pub objects: BTreeMap<String, usize>,
     /// The current global resourceVersion.
@@ -98,6 +101,7 @@ struct Counters {
     watches: u64,
     active_watches: u64,
     errors: u64,
+    invalid: u64,
 }
 
 struct Inner {
@@ -105,6 +109,7 @@ struct Inner {
     store: Store,
     rng: Mutex<ChaCha8Rng>,
     counters: Mutex<Counters>,
+    faults: faults::Faults,
 }
 
 /// The simulated apiserver. Cheap to clone (shared state).
@@ -133,6 +138,7 @@ impl ApiServer {
                 store,
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(config.seed)),
                 counters: Mutex::new(Counters::default()),
+                faults: faults::Faults::new(config.seed),
             }),
         };
         server.bootstrap();
@@ -159,6 +165,19 @@ impl ApiServer {
         kube::Client::new(self.router(), "default")
     }
 
+    /// An in-process client the fault injector leaves alone: for test oracles (e.g. `insitu torture`'s
+    /// checker and scenario driver), which observe and act as a user, not as the client under test.
+    pub fn oracle_client(&self) -> kube::Client {
+        let router = self
+            .router()
+            .layer(axum::middleware::map_request(|mut req: Request| async move {
+                req.headers_mut()
+                    .insert(ORACLE_HEADER, axum::http::HeaderValue::from_static("1"));
+                req
+            }));
+        kube::Client::new(router, "default")
+    }
+
     /// Serves plain HTTP on `addr` (use port 0 for a free port); returns the bound address.
     pub async fn serve(
         &self,
@@ -173,6 +192,27 @@ impl ApiServer {
             }
         });
         Ok((local, handle))
+    }
+
+    /// Stores `body` without the create-time validation, as etcd holds objects written before a validation
+    /// existed (or through another path): the tool to test that clients survive what a real apiserver may
+    /// serve. Returns the stored object.
+    pub fn create_unvalidated(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let rt = resources::find(group, version, resource)
+            .ok_or_else(|| ApiError::bad_request(format!("no resource {group}/{version}/{resource}")))?;
+        self.create_value(rt, namespace, body).map(|o| o.value())
+    }
+
+    /// The fault injector (no rules unless a test or `insitu torture` adds some).
+    pub fn faults(&self) -> &faults::Faults {
+        &self.inner.faults
     }
 
     /// Request counters and object counts.
@@ -190,6 +230,7 @@ impl ApiServer {
             watches: c.watches,
             active_watches: c.active_watches,
             errors: c.errors,
+            invalid: c.invalid,
             objects,
             resource_version: self.inner.store.current_rv(),
         }
@@ -357,6 +398,9 @@ pub(crate) fn value_response(code: StatusCode, v: &Value) -> Response {
 
 const BODY_LIMIT: usize = 64 * 1024 * 1024;
 
+/// Marks requests of [`ApiServer::oracle_client`] (never faulted).
+const ORACLE_HEADER: &str = "x-insitu-sim-oracle";
+
 async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
@@ -394,9 +438,26 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
         watch_path,
     };
     let verb = write_verb(&request);
+    let (latency, fault) = if request.headers.contains_key(ORACLE_HEADER) {
+        (None, None)
+    } else {
+        server.inner.faults.decide(&request)
+    };
+    if let Some(d) = latency {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(e) = fault {
+        server.counters().errors += 1;
+        return e.into_response();
+    }
+    let oracle = request.headers.contains_key(ORACLE_HEADER);
     let resp = server.handle(request);
     if resp.status().as_u16() >= 400 {
         server.counters().errors += 1;
+    }
+    if resp.status().as_u16() == 422 && !oracle {
+        server.counters().invalid += 1;
+        tracing::debug!(?verb, "request refused as invalid (422)");
     }
     if let Some((verb, res)) = verb {
         server.count_write(verb, res);

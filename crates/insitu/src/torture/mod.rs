@@ -1,0 +1,377 @@
+//! `insitu torture`: seeded fault injection on the embedded cluster, on virtual time, with an invariant checker.
+//!
+//! Per seed: a random CloneSet and changes to it (`scenario`), API faults injected by the sim apiserver (latency,
+//! 409, 429, 500, 410 on watches) and controller crashes with restarts (all in-memory state lost), while
+//! `check` asserts Kruise's bounds at every pod event; once faults stop, the CloneSet must converge with a status
+//! equal to what the pods show, and no request of the controller may have been refused as invalid (422).
+
+pub mod check;
+pub mod scenario;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use insitu_api::CloneSet;
+use insitu_controller::{Config, Metrics};
+use insitu_sim::cluster::{SimCluster, SimConfig};
+use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{PatchParams, PostParams};
+use tokio::task::JoinHandle;
+
+use check::{Bounds, Checker, ready, revision, scaled};
+use scenario::{BAD_PULL, CRASHY, Scenario, Step};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TortureArgs {
+    /// Run this one seed (with `--trace`, print every trace line as it happens).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Number of seeds to run, from `--start`.
+    #[arg(long, default_value_t = 100)]
+    pub seeds: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    pub start: u64,
+    /// Largest replicas a scenario may ask for.
+    #[arg(long, default_value_t = 8)]
+    pub pods: i32,
+    /// Print the trace of every seed (not only of failing ones).
+    #[arg(long)]
+    pub trace: bool,
+}
+
+/// What one seed did.
+#[derive(Clone, Debug, Default)]
+pub struct SeedReport {
+    pub seed: u64,
+    pub description: String,
+    pub faults: u64,
+    pub crashes: u64,
+    pub events: u64,
+    pub virtual_secs: f64,
+    pub violations: Vec<String>,
+    pub trace: Vec<String>,
+}
+
+fn images() -> ImageProfiles {
+    let base = ImageProfile::default();
+    ImageProfiles::default()
+        .with(
+            BAD_PULL,
+            ImageProfile {
+                fail: ImageFailure::NeverPulls,
+                ..base
+            },
+        )
+        .with(
+            CRASHY,
+            ImageProfile {
+                fail: ImageFailure::CrashAfter(Duration::from_secs(3)),
+                ..base
+            },
+        )
+}
+
+fn spawn_controller(cluster: &SimCluster) -> JoinHandle<()> {
+    let clock = Arc::new(crate::simtime::SharedClock(cluster.clock.clone()));
+    tokio::spawn(insitu_controller::run(
+        cluster.client.clone(),
+        Config {
+            shutdown_timeout: Duration::from_secs(5),
+            ..Config::default()
+        },
+        clock,
+        Arc::new(Metrics::new()),
+        std::future::pending(),
+    ))
+}
+
+/// The checker's bounds for a scenario, from its spec (not from the planner).
+fn bounds(s: &Scenario) -> Bounds {
+    let spec = &s.cloneset.spec;
+    let us = spec.update_strategy.clone().unwrap_or_default();
+    let max_replicas = s
+        .steps
+        .iter()
+        .filter_map(|(_, st)| match st {
+            Step::Scale(r) => Some(*r),
+            _ => None,
+        })
+        .chain([spec.replicas()])
+        .max()
+        .unwrap_or(0);
+    let surge = scaled(us.max_surge.as_ref(), max_replicas, true, 0).max(0);
+    // Kruise: maxUnavailable rounds up when maxSurge is 0 (the strict scenarios have no surge).
+    let strict = s
+        .in_place_only()
+        .then(|| scaled(us.max_unavailable.as_ref(), spec.replicas(), true, 1).max(1));
+    Bounds {
+        max_pods: max_replicas + surge,
+        strict_unavailable: strict,
+    }
+}
+
+/// Converged: every pod ready at the right revision, none terminating, status equal to what the pods show.
+async fn converged(api: &Api<CloneSet>, checker: &Checker) -> Result<(), String> {
+    let cs = api.get_status("torture").await.map_err(|e| format!("get: {e}"))?;
+    let st = cs.status.clone().unwrap_or_default();
+    let replicas = cs.spec.replicas();
+    let partition = match cs
+        .spec
+        .update_strategy
+        .as_ref()
+        .and_then(|u| u.partition.as_ref())
+    {
+        Some(IntOrString::Int(p)) => (*p).clamp(0, replicas),
+        _ => 0,
+    };
+    let pods = checker.pods.state();
+    let live: Vec<_> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let terminating = pods.len() - live.len();
+    let ready_n = live.iter().filter(|p| ready(p)).count() as i32;
+    let updated: Vec<_> = live
+        .iter()
+        .filter(|p| revision(p) == st.update_revision)
+        .collect();
+    let updated_ready = updated.iter().filter(|p| ready(p)).count() as i32;
+    let n = live.len() as i32;
+    let want_updated = if st.current_revision != st.update_revision {
+        replicas - partition
+    } else {
+        replicas
+    };
+    let mut why = Vec::new();
+    if cs.metadata.generation != Some(st.observed_generation) {
+        why.push(format!(
+            "observedGeneration {} of {:?}",
+            st.observed_generation, cs.metadata.generation
+        ));
+    }
+    if n != replicas || terminating > 0 {
+        why.push(format!(
+            "{n} live pods ({terminating} terminating), want {replicas}"
+        ));
+    }
+    if ready_n != n {
+        why.push(format!("{ready_n}/{n} ready"));
+    }
+    if updated.len() as i32 != want_updated {
+        why.push(format!(
+            "{} pods at {}, want {want_updated} (partition {partition})",
+            updated.len(),
+            st.update_revision
+        ));
+    }
+    let status = (
+        st.replicas,
+        st.ready_replicas,
+        st.updated_replicas,
+        st.updated_ready_replicas,
+    );
+    let shown = (n, ready_n, updated.len() as i32, updated_ready);
+    if status != shown {
+        why.push(format!(
+            "status (replicas, ready, updated, updatedReady) = {status:?}, pods show {shown:?}"
+        ));
+    }
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(why.join("; "))
+    }
+}
+
+async fn wait_converged(api: &Api<CloneSet>, checker: &Checker, secs: u64) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..secs {
+        match converged(api, checker).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Err(last)
+}
+
+/// Runs one seed on a fresh embedded cluster (call inside a paused-time runtime).
+pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport {
+    let s = Scenario::generate(seed, max_pods);
+    let mut report = SeedReport {
+        seed,
+        description: s.describe(),
+        ..Default::default()
+    };
+    let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap_or_default(), 1.0);
+    let cluster = match SimCluster::start(
+        SimConfig {
+            nodes: 3,
+            seed,
+            images: images(),
+            events: false,
+            ..Default::default()
+        },
+        clock,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            report.violations.push(format!("sim did not start: {e}"));
+            return report;
+        }
+    };
+    let oracle = cluster.apiserver.oracle_client();
+    let checker = Checker::spawn(oracle.clone(), bounds(&s));
+    let api: Api<CloneSet> = Api::namespaced(oracle.clone(), "default");
+    let note = |line: String| {
+        if live_trace {
+            eprintln!("seed {seed}: t={:.1}s {line}", checker.elapsed());
+        }
+        checker.note(line);
+    };
+    for r in &s.rules {
+        cluster.apiserver.faults().add(r.clone());
+    }
+    note(format!("scenario {}", report.description));
+    let mut controller = spawn_controller(&cluster);
+    if let Err(e) = api.create(&PostParams::default(), &s.cloneset).await {
+        report.violations.push(format!("create CloneSet: {e}"));
+        return report;
+    }
+    // Timeline after the first rollout settles: the steps, the crashes, the end of faults.
+    let first = wait_converged(&api, &checker, 300).await;
+    if let Err(e) = &first {
+        checker.violate(format!("initial scale-up did not converge within 300s: {e}"));
+    }
+    checker.arm();
+    note("initial pods ready; strict checks armed".into());
+    enum Ev<'a> {
+        Step(&'a Step),
+        Crash(u64),
+        FaultsOff,
+    }
+    let mut timeline: Vec<(u64, Ev)> = s.steps.iter().map(|(t, st)| (*t, Ev::Step(st))).collect();
+    timeline.extend(s.crashes.iter().map(|(t, down)| (*t, Ev::Crash(*down))));
+    timeline.push((s.faults_until, Ev::FaultsOff));
+    timeline.sort_by_key(|(t, _)| *t);
+    let mut now = 0u64;
+    for (t, ev) in timeline {
+        tokio::time::sleep(Duration::from_secs(t.saturating_sub(now))).await;
+        now = t;
+        match ev {
+            Ev::Step(step) => {
+                let pod = checker
+                    .pods
+                    .state()
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| p.metadata.name.clone())
+                    .min();
+                note(format!("step {step:?}"));
+                if let Err(e) = api
+                    .patch("torture", &PatchParams::default(), &step.patch(pod.as_deref()))
+                    .await
+                {
+                    checker.violate(format!("scenario patch {step:?} refused: {e}"));
+                }
+            }
+            Ev::Crash(down) => {
+                note(format!("controller crash, down {down}s"));
+                controller.abort();
+                let _ = (&mut controller).await;
+                report.crashes += 1;
+                tokio::time::sleep(Duration::from_secs(down)).await;
+                now += down;
+                controller = spawn_controller(&cluster);
+                note("controller restarted".into());
+            }
+            Ev::FaultsOff => {
+                cluster.apiserver.faults().clear();
+                note("faults off".into());
+            }
+        }
+    }
+    let bound = 300 + 30 * u64::try_from(bounds(&s).max_pods).unwrap_or(0);
+    if let Err(e) = wait_converged(&api, &checker, bound).await {
+        checker.violate(format!(
+            "no convergence within {bound}s after faults stopped: {e}"
+        ));
+    }
+    let stats = cluster.apiserver.stats();
+    if stats.invalid > 0 {
+        checker.violate(format!(
+            "{} request(s) of the controller refused as invalid (422)",
+            stats.invalid
+        ));
+    }
+    let injected = cluster.apiserver.faults().injected();
+    report.faults = injected.statuses + injected.latencies + report.crashes;
+    report.events = checker.events();
+    report.virtual_secs = checker.elapsed();
+    report.violations = checker.violations();
+    report.trace = checker.trace();
+    controller.abort();
+    report
+}
+
+/// Runs one seed on its own runtime (virtual time).
+pub fn run_one(seed: u64, max_pods: i32, live_trace: bool) -> anyhow::Result<SeedReport> {
+    let rt = crate::simtime::runtime()?;
+    Ok(rt.block_on(run_seed(seed, max_pods, live_trace)))
+}
+
+pub fn main(args: TortureArgs) -> anyhow::Result<ExitCode> {
+    let seeds: Vec<u64> = match args.seed {
+        Some(s) => vec![s],
+        None => (args.start..args.start + args.seeds).collect(),
+    };
+    let started = std::time::Instant::now();
+    let (mut faults, mut crashes, mut failed) = (0u64, 0u64, Vec::new());
+    for &seed in &seeds {
+        let r = run_one(seed, args.pods, args.trace && args.seed.is_some())?;
+        faults += r.faults;
+        crashes += r.crashes;
+        if args.trace && args.seed.is_none() {
+            for l in &r.trace {
+                eprintln!("seed {seed}: {l}");
+            }
+        }
+        if !r.violations.is_empty() {
+            println!(
+                "seed {seed}: {} violation(s): {}",
+                r.violations.len(),
+                r.description
+            );
+            for v in &r.violations {
+                println!("  {v}");
+            }
+            println!("  events around it:");
+            for l in &r.trace {
+                println!("    {l}");
+            }
+            println!(
+                "  reproduce: insitu torture --seed {seed} --pods {} --trace",
+                args.pods
+            );
+            failed.push(seed);
+        }
+    }
+    println!(
+        "torture: {} seed(s), {faults} fault(s) injected ({crashes} controller crashes), {} violating seed(s) in {:.1}s",
+        seeds.len(),
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
