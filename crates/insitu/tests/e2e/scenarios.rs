@@ -1142,7 +1142,11 @@ pub async fn resize(env: &Env, ns: &str) -> anyhow::Result<()> {
         env,
         ns,
         name,
-        json!([{"op": "replace", "path": cpu_path, "value": "100k"}]),
+        // The limit too: kube-apiserver validates requests <= limits before the node check (422).
+        json!([
+            {"op": "replace", "path": "/spec/template/spec/containers/0/resources/limits/cpu", "value": "100k"},
+            {"op": "replace", "path": cpu_path, "value": "100k"}
+        ]),
     )
     .await?;
     let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
