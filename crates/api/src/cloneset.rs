@@ -97,6 +97,9 @@ pub enum CloneSetUpdateStrategyType {
     InPlaceIfPossible,
     /// Only update in place; refuse other changes.
     InPlaceOnly,
+    /// Pods take the update revision only when deleted (v1beta1 `type: OnDelete`, Kruise v1.9+). v1alpha1 has
+    /// the constant but Kruise's v1alpha1 webhook rejects it: it reaches v1alpha1 only by conversion.
+    OnDelete,
 }
 
 impl CloneSetUpdateStrategyType {
@@ -105,6 +108,7 @@ impl CloneSetUpdateStrategyType {
             Self::ReCreate => "ReCreate",
             Self::InPlaceIfPossible => "InPlaceIfPossible",
             Self::InPlaceOnly => "InPlaceOnly",
+            Self::OnDelete => "OnDelete",
         }
     }
 }
@@ -144,8 +148,22 @@ impl CloneSetUpdateStrategy {
             None | Some("") | Some("ReCreate") => Some(CloneSetUpdateStrategyType::ReCreate),
             Some("InPlaceIfPossible") => Some(CloneSetUpdateStrategyType::InPlaceIfPossible),
             Some("InPlaceOnly") => Some(CloneSetUpdateStrategyType::InPlaceOnly),
+            Some("OnDelete") => Some(CloneSetUpdateStrategyType::OnDelete),
             Some(_) => None,
         }
+    }
+
+    /// Whether v1beta1 would have a `rollingUpdate` here: always, except an `OnDelete` strategy with none of
+    /// the rolling fields (Kruise then uses partition 0, maxSurge 0 and maxUnavailable 20% rounded down).
+    pub fn has_rolling_update(&self) -> bool {
+        self.strategy_type() != Some(CloneSetUpdateStrategyType::OnDelete)
+            || self.partition.is_some()
+            || self.max_unavailable.is_some()
+            || self.max_surge.is_some()
+            || self.paused
+            || self.priority_strategy.is_some()
+            || !self.scatter_strategy.is_empty()
+            || self.in_place_update_strategy.is_some()
     }
 }
 

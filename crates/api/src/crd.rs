@@ -1,4 +1,4 @@
-//! CRD generation: the CloneSet CustomResourceDefinition as YAML.
+//! CRD generation: the CloneSet CustomResourceDefinition (v1alpha1 and v1beta1, storage v1beta1) as YAML.
 //!
 //! On top of what the types derive, [`crd`] post-processes the `.spec` schema:
 //!
@@ -29,7 +29,7 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 
 use crate::CloneSet;
-use crate::validation::cel;
+use crate::validation::cel::{self, Version};
 
 /// Schema for `template`: Kruise stores it schemaless (`x-kubernetes-preserve-unknown-fields`).
 /// [`crd`] replaces it with [`template_schema`].
@@ -146,9 +146,18 @@ fn set(spec: &mut Value, path: &str, key: &str, value: Value) {
     node[key] = value;
 }
 
-/// Applies the template schema, bounds and defaults to a `.spec` schema (as JSON).
+/// Applies the template schema, bounds and defaults of v1alpha1 to a `.spec` schema (as JSON).
 pub fn shape_spec_schema(spec: &mut Value) {
+    shape_spec_schema_for(spec, Version::V1alpha1);
+}
+
+/// Applies the template schema, bounds and defaults of `version` to its `.spec` schema (as JSON).
+pub fn shape_spec_schema_for(spec: &mut Value, version: Version) {
     use bounds::*;
+    let rp = match version {
+        Version::V1alpha1 => "updateStrategy",
+        Version::V1beta1 => "updateStrategy.rollingUpdate",
+    };
     spec["properties"]["template"] = template_schema();
     set(
         spec,
@@ -157,24 +166,24 @@ pub fn shape_spec_schema(spec: &mut Value) {
         open_object(json!({ "metadata": open_object(json!({ "name": string(DNS_LABEL) })) })),
     );
     let max_items = [
-        ("volumeClaimTemplates", VCTS),
-        ("selector.matchExpressions", SELECTOR_EXPRESSIONS),
-        ("selector.matchExpressions[].values", SELECTOR_VALUES),
-        ("scaleStrategy.podsToDelete", PODS_TO_DELETE),
-        ("updateStrategy.scatterStrategy", STRATEGY_TERMS),
-        ("updateStrategy.priorityStrategy.weightPriority", STRATEGY_TERMS),
-        ("updateStrategy.priorityStrategy.orderPriority", STRATEGY_TERMS),
+        ("volumeClaimTemplates".to_string(), VCTS),
+        ("selector.matchExpressions".into(), SELECTOR_EXPRESSIONS),
+        ("selector.matchExpressions[].values".into(), SELECTOR_VALUES),
+        ("scaleStrategy.podsToDelete".into(), PODS_TO_DELETE),
+        (format!("{rp}.scatterStrategy"), STRATEGY_TERMS),
+        (format!("{rp}.priorityStrategy.weightPriority"), STRATEGY_TERMS),
+        (format!("{rp}.priorityStrategy.orderPriority"), STRATEGY_TERMS),
         (
-            "updateStrategy.priorityStrategy.weightPriority[].matchSelector.matchExpressions",
+            format!("{rp}.priorityStrategy.weightPriority[].matchSelector.matchExpressions"),
             SELECTOR_EXPRESSIONS,
         ),
         (
-            "updateStrategy.priorityStrategy.weightPriority[].matchSelector.matchExpressions[].values",
+            format!("{rp}.priorityStrategy.weightPriority[].matchSelector.matchExpressions[].values"),
             SELECTOR_VALUES,
         ),
     ];
     for (path, max) in max_items {
-        set(spec, path, "maxItems", json!(max));
+        set(spec, &path, "maxItems", json!(max));
     }
     set(
         spec,
@@ -182,66 +191,145 @@ pub fn shape_spec_schema(spec: &mut Value) {
         "maxProperties",
         json!(SELECTOR_LABELS),
     );
-    let max_len = [
-        ("selector.matchLabels.additionalProperties", LABEL_VALUE),
-        ("selector.matchExpressions[].key", LABEL_KEY),
-        ("selector.matchExpressions[].operator", SHORT_STRING),
-        ("selector.matchExpressions[].values[]", LABEL_VALUE),
-        ("scaleStrategy.podsToDelete[]", DNS_SUBDOMAIN),
-        ("updateStrategy.type", SHORT_STRING),
-        ("updateStrategy.partition", SHORT_STRING),
-        ("updateStrategy.maxUnavailable", SHORT_STRING),
-        ("updateStrategy.maxSurge", SHORT_STRING),
-        ("updateStrategy.scatterStrategy[].key", LABEL_KEY),
-        ("updateStrategy.scatterStrategy[].value", LABEL_VALUE),
+    let mut max_len = vec![
+        ("selector.matchLabels.additionalProperties".to_string(), LABEL_VALUE),
+        ("selector.matchExpressions[].key".into(), LABEL_KEY),
+        ("selector.matchExpressions[].operator".into(), SHORT_STRING),
+        ("selector.matchExpressions[].values[]".into(), LABEL_VALUE),
+        ("scaleStrategy.podsToDelete[]".into(), DNS_SUBDOMAIN),
+        ("updateStrategy.type".into(), SHORT_STRING),
+        (format!("{rp}.partition"), SHORT_STRING),
+        (format!("{rp}.maxUnavailable"), SHORT_STRING),
+        (format!("{rp}.maxSurge"), SHORT_STRING),
+        (format!("{rp}.scatterStrategy[].key"), LABEL_KEY),
+        (format!("{rp}.scatterStrategy[].value"), LABEL_VALUE),
+        (format!("{rp}.priorityStrategy.orderPriority[].orderedKey"), LABEL_KEY),
         (
-            "updateStrategy.priorityStrategy.orderPriority[].orderedKey",
-            LABEL_KEY,
-        ),
-        (
-            "updateStrategy.priorityStrategy.weightPriority[].matchSelector.matchExpressions[].operator",
+            format!("{rp}.priorityStrategy.weightPriority[].matchSelector.matchExpressions[].operator"),
             SHORT_STRING,
         ),
     ];
+    if version == Version::V1beta1 {
+        max_len.push((format!("{rp}.podUpdatePolicy"), SHORT_STRING));
+        max_len.push((format!("{rp}.inPlaceUpdateStrategy.imagePreDownloadParallelism"), SHORT_STRING));
+    }
     for (path, max) in max_len {
         match path.strip_suffix(".additionalProperties") {
             Some(map) => {
                 let node = cel::node_mut(spec, map).unwrap_or_else(|| panic!("no schema node spec.{map}"));
                 node["additionalProperties"]["maxLength"] = json!(max);
             }
-            None => set(spec, path, "maxLength", json!(max)),
+            None => set(spec, &path, "maxLength", json!(max)),
         }
     }
-    let defaults = [
-        ("replicas", json!(1)),
-        ("revisionHistoryLimit", json!(10)),
-        ("updateStrategy", json!({})),
-        ("updateStrategy.type", json!("ReCreate")),
-        ("updateStrategy.partition", json!(0)),
-        ("updateStrategy.maxUnavailable", json!("20%")),
-        ("updateStrategy.maxSurge", json!(0)),
-    ];
+    let defaults: Vec<(String, Value)> = match version {
+        Version::V1alpha1 => vec![
+            ("replicas".into(), json!(1)),
+            ("revisionHistoryLimit".into(), json!(10)),
+            ("updateStrategy".into(), json!({})),
+            ("updateStrategy.type".into(), json!("ReCreate")),
+            ("updateStrategy.partition".into(), json!(0)),
+            ("updateStrategy.maxUnavailable".into(), json!("20%")),
+            ("updateStrategy.maxSurge".into(), json!(0)),
+        ],
+        // Kruise's v1beta1 CRD defaults only `enablePVCReuse: false`; its webhook (`SetDefaultsCloneSetV1beta1`)
+        // does the rest, of which these are static. `rollingUpdate` itself is created by Kruise only for
+        // `RollingUpdate` (not `OnDelete`), which a schema cannot say: its fields are defaulted when it is there.
+        Version::V1beta1 => vec![
+            ("replicas".into(), json!(1)),
+            ("revisionHistoryLimit".into(), json!(10)),
+            ("updateStrategy".into(), json!({})),
+            ("updateStrategy.type".into(), json!("RollingUpdate")),
+            (format!("{rp}.podUpdatePolicy"), json!("ReCreate")),
+            (format!("{rp}.partition"), json!(0)),
+            (format!("{rp}.maxUnavailable"), json!("20%")),
+            (format!("{rp}.maxSurge"), json!(0)),
+            ("scaleStrategy.enablePVCReuse".into(), json!(false)),
+        ],
+    };
     for (path, value) in defaults {
-        set(spec, path, "default", value);
+        set(spec, &path, "default", value);
     }
 }
 
-/// The CloneSet CRD as served to a real apiserver.
-pub fn crd() -> CustomResourceDefinition {
-    let crd = CloneSet::crd();
-    let Ok(mut v) = serde_json::to_value(&crd) else {
-        return crd;
-    };
-    for version in v["spec"]["versions"].as_array_mut().into_iter().flatten() {
-        if let Some(spec) = version.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
-            shape_spec_schema(spec);
-            cel::attach_to_spec(spec);
-        }
+/// Where the apiserver reaches the conversion webhook: the in-cluster Service (`deploy/webhook.yaml`) or a URL
+/// (an out-of-cluster `insitu run --webhook-url`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookTarget {
+    Service { namespace: String, name: String, port: i32 },
+    Url(String),
+}
+
+/// The Service `deploy/` creates for the webhook.
+pub fn default_webhook_target() -> WebhookTarget {
+    WebhookTarget::Service {
+        namespace: "insitu-system".into(),
+        name: "insitu-webhook".into(),
+        port: 443,
     }
-    serde_json::from_value(v).unwrap_or(crd)
+}
+
+/// Path of the conversion endpoint on the webhook server.
+pub const CONVERT_PATH: &str = "/convert";
+
+/// `spec.conversion` for a target and CA bundle (base64 PEM; empty until `insitu run` patches it in).
+pub fn conversion_config(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
+    let mut client = match target {
+        WebhookTarget::Service { namespace, name, port } => json!({
+            "service": { "namespace": namespace, "name": name, "path": CONVERT_PATH, "port": port }
+        }),
+        WebhookTarget::Url(url) => json!({ "url": url }),
+    };
+    if let Some(ca) = ca_bundle_b64 {
+        client["caBundle"] = json!(ca);
+    }
+    json!({
+        "strategy": "Webhook",
+        "webhook": { "conversionReviewVersions": ["v1"], "clientConfig": client }
+    })
+}
+
+fn shaped_version(crd: &CustomResourceDefinition, version: Version) -> Option<Value> {
+    let v = serde_json::to_value(crd).ok()?;
+    let mut ver = v.pointer("/spec/versions/0")?.clone();
+    if let Some(spec) = ver.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
+        shape_spec_schema_for(spec, version);
+        cel::attach_to_spec(spec, version);
+    }
+    ver["served"] = json!(true);
+    ver["storage"] = json!(version == Version::V1beta1);
+    Some(ver)
+}
+
+/// The CloneSet CRD as served to a real apiserver: v1alpha1 and v1beta1 (storage, as in Kruise master), converted
+/// by the webhook `insitu run` serves at the default target.
+pub fn crd() -> CustomResourceDefinition {
+    crd_for(&default_webhook_target())
+}
+
+/// The CRD with the conversion webhook at `target`.
+pub fn crd_for(target: &WebhookTarget) -> CustomResourceDefinition {
+    let alpha = CloneSet::crd();
+    let Ok(mut v) = serde_json::to_value(&alpha) else {
+        return alpha;
+    };
+    let (Some(a), Some(b)) = (
+        shaped_version(&alpha, Version::V1alpha1),
+        shaped_version(&crate::v1beta1::CloneSet::crd(), Version::V1beta1),
+    ) else {
+        return alpha;
+    };
+    v["spec"]["versions"] = json!([a, b]);
+    v["spec"]["conversion"] = conversion_config(target, None);
+    serde_json::from_value(v).unwrap_or(alpha)
 }
 
 /// The CRD rendered as YAML (what `insitu crd` prints and `deploy/crd.yaml` holds).
 pub fn crd_yaml() -> String {
-    serde_saphyr::to_string(&crd()).unwrap_or_default()
+    crd_yaml_for(&default_webhook_target())
+}
+
+/// The CRD for `target`, as YAML.
+pub fn crd_yaml_for(target: &WebhookTarget) -> String {
+    serde_saphyr::to_string(&crd_for(target)).unwrap_or_default()
 }

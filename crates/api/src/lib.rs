@@ -1,12 +1,15 @@
-//! CloneSet API (`apps.kruise.io/v1alpha1`): types, well-known keys, in-place annotations, CRD and validation.
+//! CloneSet API (`apps.kruise.io/v1alpha1` and `v1beta1`): types, conversion, well-known keys, in-place annotations,
+//! CRD, defaults and validation.
 #![forbid(unsafe_code)]
 
 pub mod cloneset;
 pub mod containermeta;
+pub mod conversion;
 pub mod crd;
 pub mod inplace;
 pub mod keys;
 pub mod quantity;
+pub mod v1beta1;
 pub mod validation;
 
 pub use cloneset::*;

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod run;
 pub mod snapshot;
+pub mod webhook;
 
 pub use clock::{Clock, SystemClock};
 pub use context::{Config, Context};

@@ -32,7 +32,7 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
         ctx.expectations.forget(&key);
         return Ok(Action::await_change());
     }
-    let errs = validation::validate_create(&cs);
+    let errs = validation::validate_reconciled(&cs);
     if !errs.is_empty() {
         // A CloneSet the apiserver let through (e.g. no CEL support) but that we cannot act on safely.
         let msg = validation::aggregate(&errs);

@@ -8,10 +8,10 @@ use insitu_core::PackedPod;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, controller};
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 
 use crate::events::EventSink;
 use crate::expectations::Expectations;
@@ -91,6 +91,23 @@ async fn resize_subresource(client: &kube::Client) -> bool {
     }
     tracing::warn!("server version unknown: resizes go through the pod update (Kruise's pre-1.32 path)");
     false
+/// The CloneSets that own `obj`, matched by group and kind whatever the version, as Kubernetes' garbage collector
+/// matches owners. kube-runtime's `owns` compares the whole apiVersion, so pods that Kruise created with
+/// `apps.kruise.io/v1beta1` owner references (and ours, written with the storage version) would never reach the
+/// reconcile.
+pub fn owning_clonesets<K: Resource>(obj: &K) -> Vec<ObjectRef<CloneSet>> {
+    let ns = obj.meta().namespace.clone();
+    obj.owner_references()
+        .iter()
+        .filter(|r| r.kind == "CloneSet" && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io"))
+        .map(|r| {
+            let o = ObjectRef::new(&r.name);
+            match &ns {
+                Some(ns) => o.within(ns),
+                None => o,
+            }
+        })
+        .collect()
 }
 
 /// Runs the controller until `shutdown` resolves. Returns when the controller stream ends.
@@ -185,9 +202,9 @@ pub async fn run_with(
         resize_subresource,
     });
     let controller = controller
-        .owns_stream(pod_stream)
-        .owns_stream(rev_stream)
-        .owns_stream(pvc_stream)
+        .watches_stream(pod_stream, |p| owning_clonesets(&p))
+        .watches_stream(rev_stream, |r| owning_clonesets(&r))
+        .watches_stream(pvc_stream, |c| owning_clonesets(&c))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

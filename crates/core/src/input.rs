@@ -68,7 +68,14 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     let clonesets: Vec<&Value> = objs.iter().filter(|o| kind(o) == "CloneSet").collect();
     let cs: CloneSet = match clonesets.as_slice() {
         [one] => {
-            serde_json::from_value((*one).clone()).map_err(|e| format!("the CloneSet does not parse: {e}"))?
+            // Either served version (kubectl prints the preferred one, v1beta1); plans read v1alpha1.
+            let alpha = match one.get("apiVersion").and_then(Value::as_str) {
+                Some(insitu_api::conversion::V1BETA1) => {
+                    insitu_api::conversion::to_v1alpha1(one).map_err(|e| format!("the CloneSet: {e}"))?
+                }
+                _ => (*one).clone(),
+            };
+            serde_json::from_value(alpha).map_err(|e| format!("the CloneSet does not parse: {e}"))?
         }
         [] => {
             return Err(

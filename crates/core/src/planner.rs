@@ -364,7 +364,7 @@ impl<'a> Planner<'a> {
                 match stype {
                     Some(t) => self.update(&facts, t, &revs.current, &revs.update, &rev_by_hash),
                     None => self.why(format!(
-                        "spec.updateStrategy.type {:?} is not ReCreate, InPlaceIfPossible or InPlaceOnly: no update",
+                        "spec.updateStrategy.type {:?} is not ReCreate, InPlaceIfPossible, InPlaceOnly or OnDelete: no update",
                         strategy.type_.as_deref().unwrap_or("")
                     )),
                 }
@@ -1057,6 +1057,12 @@ impl<'a> Planner<'a> {
             self.why(format!(
                 "refreshed {refreshed} pod(s): update waits for the next round"
             ));
+            return;
+        }
+        if stype == CloneSetUpdateStrategyType::OnDelete {
+            // Kruise: after the refresh (58a5d52fb), OnDelete updates nothing; deleted pods come back at the
+            // update revision through scale.
+            self.why("updateStrategy.type OnDelete: pods take the update revision only when deleted");
             return;
         }
         let spec = &self.cs.spec;

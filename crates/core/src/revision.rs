@@ -108,10 +108,12 @@ pub fn stored_bytes(rev: &ControllerRevision) -> Option<String> {
     rev.data.as_ref().map(|d| gojson::marshal(&d.0))
 }
 
-/// The CloneSet's controller reference, as Kruise writes it on pods and revisions.
+/// The CloneSet's controller reference, as Kruise writes it on pods and revisions: with the storage version
+/// (`apps.kruise.io/v1beta1` in Kruise master, whose controller works on v1beta1 objects), whichever version the
+/// CloneSet was read in. Owners are matched by group and kind, so either version's references are ours.
 pub fn controller_ref(cs: &CloneSet) -> OwnerReference {
     OwnerReference {
-        api_version: "apps.kruise.io/v1alpha1".into(),
+        api_version: insitu_api::conversion::V1BETA1.into(),
         kind: "CloneSet".into(),
         name: cs.metadata.name.clone().unwrap_or_default(),
         uid: cs.metadata.uid.clone().unwrap_or_default(),

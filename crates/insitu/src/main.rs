@@ -15,6 +15,14 @@ struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args, Debug)]
+struct CrdArgs {
+    /// The conversion webhook's URL (an out-of-cluster `insitu run --webhook-url`); default: the in-cluster
+    /// Service insitu-system/insitu-webhook. `insitu run` patches the CA bundle in either way.
+    #[arg(long)]
+    webhook_url: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the seed tutorial end to end on an embedded simulated cluster (no cluster needed).
@@ -25,8 +33,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Show what the controller would do next for a CloneSet and its pods (from `kubectl get -o yaml`), and why.
     Plan(plan_cmd::PlanArgs),
-    /// Print the CloneSet CustomResourceDefinition as YAML.
-    Crd,
+    /// Print the CloneSet CustomResourceDefinition (v1alpha1 + v1beta1, conversion webhook) as YAML.
+    Crd(CrdArgs),
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
     Nodes(nodes_cmd::NodesArgs),
     /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures.
@@ -72,10 +80,16 @@ fn main() -> ExitCode {
             torture::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
-        Command::Crd => {
-            print!("{}", insitu_api::crd::crd_yaml());
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Crd(args) => match args.webhook_url {
+            Some(url) => {
+                print!("{}", insitu_api::crd::crd_yaml_for(&insitu_api::crd::WebhookTarget::Url(url)));
+                Ok(ExitCode::SUCCESS)
+            }
+            None => {
+                print!("{}", insitu_api::crd::crd_yaml());
+                Ok(ExitCode::SUCCESS)
+            }
+        },
     };
     match result {
         Ok(code) => code,

@@ -58,6 +58,57 @@ pub struct RunArgs {
     /// Seconds between acquire/renew attempts.
     #[arg(long, default_value_t = 2)]
     pub retry_period_seconds: u64,
+    /// Where the CloneSet conversion webhook (HTTPS) listens.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+    /// For a controller outside the cluster: the URL the apiserver calls for conversions (written into the
+    /// CRD), e.g. `https://127.0.0.1:9443/convert`. Default: the in-cluster Service (`--webhook-service`).
+    #[arg(long)]
+    pub webhook_url: Option<String>,
+    /// The webhook's Service, `namespace/name` (port 443, path /convert), as deploy/webhook.yaml creates it.
+    #[arg(long, default_value = "insitu-system/insitu-webhook")]
+    pub webhook_service: String,
+    /// The Secret (`namespace/name`) holding the webhook's CA and serving certificate, shared by replicas.
+    #[arg(long, default_value = "insitu-system/insitu-webhook-certs")]
+    pub webhook_secret: String,
+    /// Lifetime of the generated certificates; they are renewed when a third of it is left.
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
+    pub webhook_cert_validity_seconds: u64,
+    /// Do not serve the conversion webhook (then v1alpha1 requests fail on a real apiserver whose CRD stores
+    /// v1beta1, unless something else converts).
+    #[arg(long)]
+    pub no_webhook: bool,
+}
+
+fn split_ref(s: &str, what: &str) -> anyhow::Result<(String, String)> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok((ns.into(), name.into())),
+        _ => anyhow::bail!("{what} {s:?}: give it as namespace/name"),
+    }
+}
+
+/// The webhook configuration from the flags (None with `--no-webhook`).
+fn webhook_config(args: &RunArgs) -> anyhow::Result<Option<insitu_controller::webhook::WebhookConfig>> {
+    if args.no_webhook {
+        return Ok(None);
+    }
+    let target = match &args.webhook_url {
+        Some(url) if url.starts_with("https://") => insitu_api::crd::WebhookTarget::Url(url.clone()),
+        Some(url) => anyhow::bail!("--webhook-url {url:?}: the apiserver only calls https:// webhooks"),
+        None => {
+            let (namespace, name) = split_ref(&args.webhook_service, "--webhook-service")?;
+            insitu_api::crd::WebhookTarget::Service { namespace, name, port: 443 }
+        }
+    };
+    let (secret_namespace, secret_name) = split_ref(&args.webhook_secret, "--webhook-secret")?;
+    Ok(Some(insitu_controller::webhook::WebhookConfig {
+        addr: args.webhook_addr,
+        target,
+        secret_namespace,
+        secret_name,
+        validity: Duration::from_secs(args.webhook_cert_validity_seconds.max(60)),
+        patch_crd: true,
+    }))
 }
 
 /// Why the controller stopped.
@@ -175,8 +226,14 @@ pub async fn client_from(
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let gates = insitu_core::FeatureGates::parse(&args.feature_gates).map_err(anyhow::Error::msg)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let webhook = webhook_config(&args)?;
     rt.block_on(async move {
         let client = client_from(args.kubeconfig.as_deref(), "controller").await?;
+        // Every replica (standbys too) serves the conversion webhook: the apiserver may call any of them.
+        let webhook_ready = match webhook {
+            Some(cfg) => Some(insitu_controller::webhook::start(client.clone(), cfg).await?.ready),
+            None => None,
+        };
         let metrics = Arc::new(Metrics::new());
         let config = Config {
             namespace: args.namespace.clone(),
@@ -188,10 +245,26 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         let health = Arc::new(Health::new(Arc::new(SystemClock), config.wedged_after));
         let m = metrics.clone();
         let (live, ready) = (health.clone(), health.clone());
+        let wh = webhook_ready.clone();
         let app = Router::new()
             .route("/metrics", get(move || async move { m.render() }))
             .route("/healthz", get(move || async move { probe(live.live()) }))
-            .route("/readyz", get(move || async move { probe(ready.ready()) }));
+            .route(
+                "/readyz",
+                get(move || {
+                    use axum::response::IntoResponse as _;
+                    // Ready once the conversion webhook answers over TLS and the CRD trusts its CA, too.
+                    let webhook_ok = wh.as_ref().is_none_or(|r| *r.borrow());
+                    let resp = probe(ready.ready()).into_response();
+                    async move {
+                        if webhook_ok {
+                            resp
+                        } else {
+                            (axum::http::StatusCode::SERVICE_UNAVAILABLE, "conversion webhook not ready").into_response()
+                        }
+                    }
+                }),
+            );
         let listener = tokio::net::TcpListener::bind(args.metrics_addr)
             .await
             .with_context(|| format!("binding {}", args.metrics_addr))?;
@@ -199,6 +272,15 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
+        if let Some(mut r) = webhook_ready {
+            // v1alpha1 reads need the conversion webhook (storage is v1beta1): start watching once it answers.
+            tracing::info!("waiting for the conversion webhook to answer");
+            tokio::select! {
+                res = r.wait_for(|ok| *ok) => { res.map_err(|_| anyhow::anyhow!("the conversion webhook stopped"))?; }
+                _ = termination_signal() => return Ok(ExitCode::SUCCESS),
+            }
+            tracing::info!("conversion webhook ready");
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Running);
         let elector = if args.leader_elect {
             let identity = args.leader_identity.clone().unwrap_or_else(default_identity);

@@ -254,9 +254,33 @@ fn container_rules(base: &str, init: bool) -> Vec<Rule> {
 }
 
 /// Every CEL rule of the CRD.
+/// The served CloneSet versions, whose update strategies are shaped differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V1alpha1,
+    V1beta1,
+}
+
+/// The rules of v1alpha1's schema.
 pub fn rules() -> Vec<Rule> {
-    let us = "self.updateStrategy";
-    let has_us = |f: &str| format!("has(self.updateStrategy) && has(self.updateStrategy.{f})");
+    rules_for(Version::V1alpha1)
+}
+
+/// The rules of one version's schema: v1beta1's are v1alpha1's re-pathed under `updateStrategy.rollingUpdate`,
+/// with its own type and `podUpdatePolicy` checks and the pre-download fields (Kruise `ValidateCloneSetV1beta1`).
+pub fn rules_for(version: Version) -> Vec<Rule> {
+    let beta = version == Version::V1beta1;
+    // Schema path (relative to spec) and CEL expression of the object holding the rolling parameters.
+    let (rp, us, us_has) = if beta {
+        (
+            "updateStrategy.rollingUpdate",
+            "self.updateStrategy.rollingUpdate",
+            "has(self.updateStrategy) && has(self.updateStrategy.rollingUpdate)",
+        )
+    } else {
+        ("updateStrategy", "self.updateStrategy", "has(self.updateStrategy)")
+    };
+    let has_us = |f: &str| format!("{us_has} && has({us}.{f})");
     let labels = "self.template.metadata.labels";
     let has_labels = "has(self.template.metadata) && has(self.template.metadata.labels)";
 
@@ -411,35 +435,69 @@ pub fn rules() -> Vec<Rule> {
     ));
 
     // Update strategy.
-    out.push(r(
-        "updateStrategy.type",
-        "self in ['', 'ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
-        msg::BAD_TYPE,
-    ));
-    out.extend(int_or_percent("updateStrategy.partition", "partition", true));
-    out.extend(int_or_percent(
-        "updateStrategy.maxUnavailable",
-        "maxUnavailable",
-        true,
-    ));
-    out.extend(int_or_percent("updateStrategy.maxSurge", "maxSurge", true));
+    if beta {
+        out.push(r(
+            "updateStrategy.type",
+            "self in ['', 'RollingUpdate', 'OnDelete']",
+            msg::BAD_TYPE_V1BETA1,
+        ));
+        out.push(r(
+            "updateStrategy.rollingUpdate.podUpdatePolicy",
+            "self in ['', 'ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
+            msg::BAD_POD_UPDATE_POLICY,
+        ));
+        let ips = "updateStrategy.rollingUpdate.inPlaceUpdateStrategy";
+        out.extend([
+            r(
+                format!("{ips}.imagePreDownloadParallelism"),
+                "type(self) == int || !self.endsWith('%')",
+                msg::PARALLELISM_PERCENT,
+            ),
+            r(
+                format!("{ips}.imagePreDownloadParallelism"),
+                "type(self) == int || self.endsWith('%') || self.matches('^[-+]?[0-9]+$')",
+                "imagePreDownloadParallelism must be a valid integer",
+            ),
+            r(
+                format!("{ips}.imagePreDownloadParallelism"),
+                "type(self) == int ? self >= 0 : !self.matches('^-[0-9]+$')",
+                msg::PARALLELISM_NEGATIVE,
+            ),
+            r(format!("{ips}.imagePreDownloadTimeoutSeconds"), "self >= 0", msg::NONNEGATIVE),
+            r(format!("{ips}.imagePreDownloadMinUpdatedReadyPods"), "self >= 0", msg::NONNEGATIVE),
+        ]);
+    } else {
+        out.push(r(
+            "updateStrategy.type",
+            "self in ['', 'ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
+            msg::BAD_TYPE,
+        ));
+    }
+    out.extend(int_or_percent(&format!("{rp}.partition"), "partition", true));
+    out.extend(int_or_percent(&format!("{rp}.maxUnavailable"), "maxUnavailable", true));
+    out.extend(int_or_percent(&format!("{rp}.maxSurge"), "maxSurge", true));
+    let (policy, surge_msg) = if beta {
+        ("podUpdatePolicy", msg::INPLACEONLY_SURGE_V1BETA1)
+    } else {
+        ("type", msg::INPLACEONLY_SURGE)
+    };
     out.push(
         r(
             "",
             format!(
-                "!(has(self.updateStrategy) && has(self.updateStrategy.type) && self.updateStrategy.type == 'InPlaceOnly' && {} && {})",
+                "!({us_has} && has({us}.{policy}) && {us}.{policy} == 'InPlaceOnly' && {} && {})",
                 has_us("maxSurge"),
                 scaled_cmp(&format!("{us}.maxSurge"), ">", false)
             ),
-            msg::INPLACEONLY_SURGE,
+            surge_msg,
         )
-        .at(".updateStrategy.maxSurge"),
+        .at(format!(".{rp}.maxSurge")),
     );
     out.push(
         r(
             "",
             format!(
-                "{REPLICAS} <= 0 || !(({mu_has} ? {mu_lt1} : false) && ({ms_has} ? {ms_lt1} : true))",
+                "{REPLICAS} <= 0 || !({us_has}) || !(({mu_has} ? {mu_lt1} : false) && ({ms_has} ? {ms_lt1} : true))",
                 mu_has = has_us("maxUnavailable"),
                 mu_lt1 = scaled_cmp(&format!("{us}.maxUnavailable"), "<", true),
                 ms_has = has_us("maxSurge"),
@@ -447,9 +505,10 @@ pub fn rules() -> Vec<Rule> {
             ),
             msg::MU_MS_LT1,
         )
-        .at(".updateStrategy.maxUnavailable"),
+        .at(format!(".{rp}.maxUnavailable")),
     );
-    let ps = "updateStrategy.priorityStrategy";
+    let ps = format!("{rp}.priorityStrategy");
+    let ps = ps.as_str();
     out.extend([
         r(
             ps,
@@ -486,13 +545,13 @@ pub fn rules() -> Vec<Rule> {
     ]);
     out.extend([
         r(
-            "updateStrategy.scatterStrategy",
+            format!("{rp}.scatterStrategy"),
             "self.all(t, size(t.key) > 0)",
             msg::SCATTER_KEY_EMPTY,
         )
         .required(),
         r(
-            "updateStrategy.scatterStrategy",
+            format!("{rp}.scatterStrategy"),
             "self.all(t, self.exists_one(u, u.key == t.key && u.value == t.value))",
             "duplicated key=value term: list each scatter term once",
         )
@@ -522,9 +581,10 @@ pub fn node_mut<'a>(mut node: &'a mut Value, path: &str) -> Option<&'a mut Value
     Some(node)
 }
 
-/// Adds every rule to a `.spec` schema (as JSON). Panics if a rule names a node the schema lacks (a bug).
-pub fn attach_to_spec(spec: &mut Value) {
-    for rule in rules() {
+/// Adds every rule of `version` to its `.spec` schema (as JSON). Panics if a rule names a node the schema lacks
+/// (a bug).
+pub fn attach_to_spec(spec: &mut Value, version: Version) {
+    for rule in rules_for(version) {
         let node = node_mut(spec, &rule.path)
             .unwrap_or_else(|| panic!("CEL rule on unknown schema node spec.{}", rule.path));
         let mut v = json!({ "rule": rule.rule, "message": rule.message });
@@ -549,8 +609,9 @@ pub fn attach(crd: &mut CustomResourceDefinition) {
         return;
     };
     for version in v["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        let which = if version["name"] == "v1beta1" { Version::V1beta1 } else { Version::V1alpha1 };
         if let Some(spec) = version.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
-            attach_to_spec(spec);
+            attach_to_spec(spec, which);
         }
     }
     if let Ok(c) = serde_json::from_value(v) {

@@ -16,6 +16,7 @@ pub mod cel;
 pub mod format;
 pub mod intstr;
 pub mod template;
+pub mod v1beta1;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -132,6 +133,11 @@ pub mod msg {
     pub const ACTIVE_DEADLINE: &str = "activeDeadlineSeconds in cloneset is not Supported";
     pub const BAD_TYPE: &str = "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'";
     pub const INPLACEONLY_SURGE: &str = "can not use maxSurge with strategy type InPlaceOnly";
+    pub const BAD_TYPE_V1BETA1: &str = "must be 'RollingUpdate' or 'OnDelete'";
+    pub const BAD_POD_UPDATE_POLICY: &str = "must be 'ReCreate', 'InPlaceIfPossible' or 'InPlaceOnly'";
+    pub const INPLACEONLY_SURGE_V1BETA1: &str = "can not use maxSurge with podUpdatePolicy InPlaceOnly";
+    pub const PARALLELISM_PERCENT: &str = "imagePreDownloadParallelism does not support percentage value";
+    pub const PARALLELISM_NEGATIVE: &str = "imagePreDownloadParallelism must be non-negative";
     pub const MU_MS_LT1: &str = "maxUnavailable and maxSurge should not both be less than 1";
     pub const PDS_MIN_READY: &str = "must be greater than minReadySeconds";
     pub const ONLY_ONE_PRIORITY: &str = "only one of weightPriority and orderPriority can be used";
@@ -159,6 +165,17 @@ pub fn validate_create(cs: &CloneSet) -> Vec<FieldError> {
     let mut errs = validate_meta(cs);
     errs.extend(validate_spec(&cs.spec));
     errs
+}
+
+/// The rules the controller checks on the CloneSet it reconciles (v1alpha1, the form either served version is
+/// read in): the create rules, except that `type: OnDelete` (a v1beta1 CloneSet read as v1alpha1) is allowed.
+pub fn validate_reconciled(cs: &CloneSet) -> Vec<FieldError> {
+    let on_delete = cs.spec.update_strategy.as_ref().and_then(|u| u.strategy_type())
+        == Some(CloneSetUpdateStrategyType::OnDelete);
+    validate_create(cs)
+        .into_iter()
+        .filter(|e| !(on_delete && e.field == "spec.updateStrategy.type"))
+        .collect()
 }
 
 /// Update-only rules, then the create rules on the new object. Kruise: `validateCloneSetUpdate`.
@@ -562,7 +579,8 @@ fn scaled(name: &str, v: &IntOrString, replicas: i32, nonnegative: bool, errs: &
 
 fn validate_update_strategy(strategy: &CloneSetUpdateStrategy, replicas: i32, errs: &mut Vec<FieldError>) {
     let ty = strategy.strategy_type();
-    if ty.is_none() {
+    // OnDelete is v1beta1's (Kruise's v1alpha1 webhook rejects it); see `validate_reconciled`.
+    if ty.is_none() || ty == Some(CloneSetUpdateStrategyType::OnDelete) {
         errs.push(invalid(
             "spec.updateStrategy.type",
             quote(strategy.type_.as_deref().unwrap_or_default()),

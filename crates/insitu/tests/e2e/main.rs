@@ -14,6 +14,7 @@
 mod inplace_meta;
 mod scenarios;
 mod util;
+mod versions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,6 +95,15 @@ macro_rules! scenario {
             run: |env, ns| scenarios::$name(env, ns).boxed(),
         }
     };
+    ($module:ident :: $name:ident, $phase:expr, $real_only:expr, $secs:expr) => {
+        Scenario {
+            name: stringify!($name),
+            phase: $phase,
+            real_only: $real_only,
+            timeout: Duration::from_secs($secs),
+            run: |env, ns| $module::$name(env, ns).boxed(),
+        }
+    };
 }
 
 fn all_scenarios() -> Vec<Scenario> {
@@ -111,6 +121,7 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(env_from_label, 1, false, 240),
         scenario!(launch_priority, 1, false, 300),
         scenario!(resize, 1, false, 300),
+        scenario!(versions::v1beta1, 1, false, 240),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.

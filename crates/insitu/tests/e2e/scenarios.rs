@@ -606,7 +606,8 @@ pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// RBAC: the controller's ServiceAccount may do what the controller needs and nothing else (no secrets).
+/// RBAC: the controller's ServiceAccount may do what the controller needs and nothing else (no secrets but the
+/// webhook's certificate Secret; no CRD but the CloneSet one, to patch its conversion CA bundle).
 pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
     let real = env.real.as_ref().context("real cluster only")?;
     let sa_client = real.sa_client().await?;
@@ -715,6 +716,47 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
                     sub
                 ));
             }
+        }
+    }
+    // Named objects: the webhook's own Secret and the CloneSet CRD, and nothing beside them.
+    let named: &[(bool, &str, &str, &str, &str, &str)] = &[
+        // (allowed, group, resource, verb, namespace, name)
+        (true, "", "secrets", "get", "insitu-system", "insitu-webhook-certs"),
+        (true, "", "secrets", "update", "insitu-system", "insitu-webhook-certs"),
+        (false, "", "secrets", "get", "insitu-system", "other"),
+        (false, "", "secrets", "update", "default", "insitu-webhook-certs"),
+        (false, "", "secrets", "delete", "insitu-system", "insitu-webhook-certs"),
+        (true, "apiextensions.k8s.io", "customresourcedefinitions", "patch", "", "clonesets.apps.kruise.io"),
+        (true, "apiextensions.k8s.io", "customresourcedefinitions", "get", "", "clonesets.apps.kruise.io"),
+        (false, "apiextensions.k8s.io", "customresourcedefinitions", "patch", "", "other.example.io"),
+        (false, "apiextensions.k8s.io", "customresourcedefinitions", "delete", "", "clonesets.apps.kruise.io"),
+    ];
+    for (expect, group, resource, verb, ns, name) in named {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(sa.into()),
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    "system:serviceaccounts:insitu-system".into(),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some((*group).into()),
+                    resource: Some((*resource).into()),
+                    verb: Some((*verb).into()),
+                    namespace: (!ns.is_empty()).then(|| (*ns).into()),
+                    name: Some((*name).into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let res = sar.create(&PostParams::default(), &review).await?;
+        let got = res.status.map(|s| s.allowed).unwrap_or(false);
+        if got != *expect {
+            wrong.push(format!(
+                "{verb} {group}/{resource} {name} in '{ns}': allowed={got}, want {expect}"
+            ));
         }
     }
     ensure(wrong.is_empty(), || {

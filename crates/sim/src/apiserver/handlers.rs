@@ -17,7 +17,10 @@ use crate::store::{Object, Write, Written};
 /// The object a write addresses.
 #[derive(Clone, Copy)]
 struct Target<'a> {
+    /// The stored resource.
     rt: &'static ResourceType,
+    /// The resource (version) the request named, which admission runs in.
+    view: &'static ResourceType,
     ns: &'a str,
     name: &'a str,
 }
@@ -275,17 +278,18 @@ impl ApiServer {
 
     fn create(&self, req: &ApiRequest, ns: &str) -> ApiResult<Response> {
         let body = stored_form(req.rt, parse_object(req)?);
-        let obj = self.create_value(storage_rt(req.rt), ns, body)?;
+        let obj = self.create_value(req.rt, ns, body)?;
         Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))
     }
 
     /// Creates an object (used by POST, by PUT/apply on a missing object, and at bootstrap).
     pub(super) fn create_value(
         &self,
-        rt: &'static ResourceType,
+        view: &'static ResourceType,
         ns: &str,
         mut body: Value,
     ) -> ApiResult<Object> {
+        let rt = storage_rt(view);
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
         if !kind.is_empty() && kind != rt.kind {
             return Err(ApiError::bad_request(format!(
@@ -327,8 +331,8 @@ impl ApiServer {
                 if cur.is_some() {
                     return Err(ApiError::already_exists(rt, &candidate));
                 }
-                self.prepare_create(rt, ns, &candidate, body.clone())
-                    .map(Write::Put)
+                let target = Target { rt, view, ns, name: &candidate };
+                self.prepare_create(target, body.clone()).map(Write::Put)
             });
             match res {
                 Err(e) if e.reason == "AlreadyExists" && name.is_empty() && attempt < 8 => attempt += 1,
@@ -345,11 +349,10 @@ impl ApiServer {
 
     fn prepare_create(
         &self,
-        rt: &'static ResourceType,
-        ns: &str,
-        name: &str,
+        target: Target<'_>,
         mut obj: Value,
     ) -> ApiResult<Value> {
+        let Target { rt, view, ns, name } = target;
         let now = self.now_string();
         let uid = self.new_uid();
         {
@@ -406,16 +409,7 @@ impl ApiServer {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
                 }
-                structural::apply(&mut obj);
-                let cs = parse_cloneset(rt, name, &obj)?;
-                let errs = insitu_api::validation::validate_create(&cs);
-                if !errs.is_empty() {
-                    return Err(ApiError::invalid_msg(
-                        rt,
-                        name,
-                        &insitu_api::validation::aggregate(&errs),
-                    ));
-                }
+                obj = admit_cloneset(view, name, obj, None)?;
             }
             ("", "namespaces") => {
                 if let Some(o) = obj.as_object_mut() {
@@ -457,13 +451,14 @@ impl ApiServer {
             let Some(cur) = cur else {
                 if rt.create_on_update && mode == Mode::Main {
                     create = true;
-                    return self.prepare_create(rt, ns, name, body).map(Write::Put);
+                    return self.prepare_create(Target { rt, view: req.rt, ns, name }, body).map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
             let old = cur.value();
             check_rv(rt, name, &body, &old)?;
-            self.finish_update(Target { rt, ns, name }, mode, body, &old, node.as_ref())
+            let target = Target { rt, view: req.rt, ns, name };
+            self.finish_update(target, mode, body, &old, node.as_ref())
         })?;
         let code = if create {
             StatusCode::CREATED
@@ -491,7 +486,7 @@ impl ApiServer {
                 if kind == PatchKind::Apply && mode == Mode::Main {
                     let body = stored_form(view, patch::parse_body(&req.body, true)?);
                     create = true;
-                    return self.prepare_create(rt, ns, name, body).map(Write::Put);
+                    return self.prepare_create(Target { rt, view, ns, name }, body).map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
@@ -501,7 +496,7 @@ impl ApiServer {
             patch::apply(kind, &mut new, &req.body)?;
             let new = stored_form(view, new);
             check_rv(rt, name, &new, &old)?;
-            self.finish_update(Target { rt, ns, name }, mode, new, &old, node.as_ref())
+            self.finish_update(Target { rt, view, ns, name }, mode, new, &old, node.as_ref())
         })?;
         let code = if create {
             StatusCode::CREATED
@@ -521,7 +516,7 @@ impl ApiServer {
         old: &Value,
         resize_node: Option<&ResizeNode>,
     ) -> ApiResult<Write> {
-        let Target { rt, ns, name } = target;
+        let Target { rt, view, ns, name } = target;
         {
             let meta = meta_mut(&mut new)?;
             match meta.get("name").and_then(Value::as_str) {
@@ -640,25 +635,16 @@ impl ApiServer {
             }
         }
         if rt.is_cloneset() {
-            structural::apply(&mut new);
+            if mode == Mode::Main {
+                new = admit_cloneset(view, name, new, Some(old))?;
+            } else {
+                structural::apply(&mut new);
+            }
         }
-        if mode == Mode::Main {
-            if rt.is_pod() {
-                let errs = pods::validate_update(&new, old);
-                if !errs.is_empty() {
-                    return Err(ApiError::invalid(rt, name, &errs));
-                }
-            } else if rt.is_cloneset() {
-                let new_cs = parse_cloneset(rt, name, &new)?;
-                let old_cs = parse_cloneset(rt, name, old)?;
-                let errs = insitu_api::validation::validate_update(&new_cs, &old_cs);
-                if !errs.is_empty() {
-                    return Err(ApiError::invalid_msg(
-                        rt,
-                        name,
-                        &insitu_api::validation::aggregate(&errs),
-                    ));
-                }
+        if mode == Mode::Main && rt.is_pod() {
+            let errs = pods::validate_update(&new, old);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(rt, name, &errs));
             }
         }
         if rt.generation {
@@ -839,7 +825,7 @@ impl ApiServer {
             match self.delete_one(req.rt, ns, &o.index.name, &opts) {
                 Ok(w) => {
                     if let Some(obj) = w.object() {
-                        out.push(obj.value());
+                        out.push(present_value(req.rt, obj.value()));
                     }
                 }
                 Err(e) if e.code == 404 => {}
@@ -865,7 +851,8 @@ impl ApiServer {
     }
 
     fn scale_put(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
-        let rt = req.rt;
+        let view = req.rt;
+        let rt = storage_rt(view);
         let body = patch::parse_body(&req.body, true)?;
         let written = self.store().write(&rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
@@ -876,14 +863,15 @@ impl ApiServer {
             let replicas = scale_replicas(name, &body)?;
             let mut new = old.clone();
             set_replicas(&mut new, replicas);
-            self.finish_update(Target { rt, ns, name }, Mode::Main, new, &old, None)
+            self.finish_update(Target { rt, view, ns, name }, Mode::Main, new, &old, None)
         })?;
         let obj = written.object().map(Object::value).unwrap_or(Value::Null);
         Ok(value_response(StatusCode::OK, &scale_of(&obj)))
     }
 
     fn scale_patch(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
-        let rt = req.rt;
+        let view = req.rt;
+        let rt = storage_rt(view);
         let kind = PatchKind::from_content_type(req.content_type())
             .ok_or_else(|| ApiError::unsupported_media(&patch::accepted(rt.smp)))?;
         if kind == PatchKind::Strategic && !rt.smp {
@@ -900,7 +888,7 @@ impl ApiServer {
             let replicas = scale_replicas(name, &scale)?;
             let mut new = old.clone();
             set_replicas(&mut new, replicas);
-            self.finish_update(Target { rt, ns, name }, Mode::Main, new, &old, None)
+            self.finish_update(Target { rt, view, ns, name }, Mode::Main, new, &old, None)
         })?;
         let obj = written.object().map(Object::value).unwrap_or(Value::Null);
         Ok(value_response(StatusCode::OK, &scale_of(&obj)))
@@ -1137,18 +1125,42 @@ fn set_replicas(obj: &mut Value, replicas: i64) {
     }
 }
 
-/// The resource whose storage backs `rt` (events.k8s.io Events live in core/v1 form).
+/// The resource whose storage backs `rt` (events.k8s.io Events live in core/v1 form, CloneSets in v1beta1).
 fn storage_rt(rt: &'static ResourceType) -> &'static ResourceType {
     if rt.is_new_events() {
         return resources::find("", "v1", "events").unwrap_or(rt);
     }
+    if rt.is_cloneset() {
+        return resources::find(rt.group, CLONESET_STORAGE_VERSION, rt.resource).unwrap_or(rt);
+    }
     rt
 }
 
+/// The CloneSet storage version (Kruise master's).
+const CLONESET_STORAGE_VERSION: &str = "v1beta1";
+
+/// A CloneSet converted to `api_version` with `insitu_api::conversion` (the functions the webhook serves).
+/// Conversion only fails on an apiVersion that is not a CloneSet version, which the callers have ruled out.
+fn convert_cloneset(v: Value, api_version: &str) -> Value {
+    if v.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
+        return v;
+    }
+    insitu_api::conversion::convert(&v, api_version).unwrap_or(v)
+}
+
 /// A request body converted to the stored form.
-fn stored_form(rt: &ResourceType, v: Value) -> Value {
+fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
     if rt.is_new_events() {
         events::to_core(&v)
+    } else if rt.is_cloneset() {
+        // The body is read in the version it names if that is a CloneSet version, else in the URL's.
+        let named = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        if named != insitu_api::conversion::V1ALPHA1 && named != insitu_api::conversion::V1BETA1 {
+            if let Some(o) = v.as_object_mut() {
+                o.insert("apiVersion".into(), json!(rt.api_version()));
+            }
+        }
+        convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
     } else {
         v
     }
@@ -1156,16 +1168,70 @@ fn stored_form(rt: &ResourceType, v: Value) -> Value {
 
 /// A stored object as `rt`'s clients see it.
 pub(super) fn present_value(rt: &ResourceType, v: Value) -> Value {
-    if rt.is_new_events() { events::to_new(&v) } else { v }
+    if rt.is_new_events() {
+        events::to_new(&v)
+    } else if rt.is_cloneset() {
+        convert_cloneset(v, &rt.api_version())
+    } else {
+        v
+    }
 }
 
 /// Stored bytes as `rt`'s clients see them (no copy for the common case).
 pub(super) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
     if rt.is_new_events() {
         bytes::Bytes::from(serde_json::to_vec(&events::to_new(&o.value())).unwrap_or_default())
+    } else if rt.is_cloneset() && rt.version != CLONESET_STORAGE_VERSION {
+        bytes::Bytes::from(serde_json::to_vec(&present_value(rt, o.value())).unwrap_or_default())
     } else {
         o.bytes.clone()
     }
+}
+
+/// CloneSet admission in the request's version, as the CRD handler does: the version's structural schema
+/// (pruning, defaults) and validation run on the object as the client sent it; the result is stored in v1beta1
+/// (with v1beta1's defaults, which a real apiserver applies when it reads the object back).
+fn admit_cloneset(view: &ResourceType, name: &str, obj: Value, old: Option<&Value>) -> ApiResult<Value> {
+    let mut v = present_value(view, obj);
+    structural::apply(&mut v);
+    let errs = match (view.version, old) {
+        ("v1beta1", None) => {
+            let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
+            insitu_api::validation::v1beta1::validate_create(&cs)
+        }
+        ("v1beta1", Some(old)) => {
+            let new_cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
+            let old_cs = parse_as(view, name, &present_value(view, old.clone()))?;
+            insitu_api::validation::v1beta1::validate_update(&new_cs, &old_cs)
+        }
+        (_, None) => insitu_api::validation::validate_create(&parse_cloneset(view, name, &v)?),
+        (_, Some(old)) => {
+            let new_cs = parse_cloneset(view, name, &v)?;
+            let old_cs = parse_cloneset(view, name, &present_value(view, old.clone()))?;
+            // Validation ratcheting (GA in 1.33): an unchanged type that v1alpha1 rejects (OnDelete, set through
+            // v1beta1) does not block other changes made through v1alpha1.
+            let type_of = |c: &insitu_api::CloneSet| c.spec.update_strategy.as_ref().and_then(|u| u.type_.clone());
+            let same_type = type_of(&new_cs) == type_of(&old_cs);
+            insitu_api::validation::validate_update(&new_cs, &old_cs)
+                .into_iter()
+                .filter(|e| !(same_type && e.field == "spec.updateStrategy.type"))
+                .collect()
+        }
+    };
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_msg(
+            view,
+            name,
+            &insitu_api::validation::aggregate(&errs),
+        ));
+    }
+    let mut stored = stored_form(view, v);
+    structural::apply(&mut stored);
+    Ok(stored)
+}
+
+fn parse_as<T: serde::de::DeserializeOwned>(rt: &ResourceType, name: &str, v: &Value) -> ApiResult<T> {
+    serde_json::from_value(v.clone()).map_err(|e| ApiError::invalid_msg(rt, name, &format!("body: {e}")))
 }
 
 fn written_response(rt: &ResourceType, code: StatusCode, w: &Written) -> ApiResult<Response> {
@@ -1189,7 +1255,7 @@ fn delete_response(rt: &ResourceType, w: &Written) -> Response {
             )
         }
         other => match other.object() {
-            Some(o) => json_response(StatusCode::OK, o.bytes.clone()),
+            Some(o) => json_response(StatusCode::OK, present(rt, o)),
             None => ApiError::internal("delete produced no object").into_response(),
         },
     }

@@ -255,6 +255,24 @@ pub static RESOURCES: &[ResourceType] = &[
         return_deleted: false,
         fields: &[],
     },
+    // CloneSets: v1beta1 first (the preferred and storage version, as in Kruise master), v1alpha1 a converted
+    // view of the same storage.
+    ResourceType {
+        group: "apps.kruise.io",
+        version: "v1beta1",
+        resource: "clonesets",
+        singular: "cloneset",
+        kind: "CloneSet",
+        namespaced: true,
+        short_names: &["clone"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        smp: false,
+        generation: true,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    },
     ResourceType {
         group: "apps.kruise.io",
         version: "v1alpha1",

@@ -4,20 +4,28 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-/// The CloneSet's `openAPIV3Schema`, computed once.
-fn schema() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        serde_json::to_value(insitu_api::crd::crd())
-            .ok()
-            .and_then(|crd| crd.pointer("/spec/versions/0/schema/openAPIV3Schema").cloned())
-            .unwrap_or(Value::Null)
-    })
+/// The CloneSet's `openAPIV3Schema` of each served version, computed once.
+fn schema(api_version: &str) -> &'static Value {
+    static SCHEMAS: OnceLock<(Value, Value)> = OnceLock::new();
+    let (alpha, beta) = SCHEMAS.get_or_init(|| {
+        let crd = serde_json::to_value(insitu_api::crd::crd()).unwrap_or(Value::Null);
+        let of = |name: &str| {
+            crd.pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|vs| vs.iter().find(|v| v["name"] == name))
+                .and_then(|v| v.pointer("/schema/openAPIV3Schema").cloned())
+                .unwrap_or(Value::Null)
+        };
+        (of("v1alpha1"), of("v1beta1"))
+    });
+    if api_version == insitu_api::conversion::V1BETA1 { beta } else { alpha }
 }
 
-/// Prunes unknown fields, drops non-nullable nulls and applies defaults (on the whole object).
+/// Prunes unknown fields, drops non-nullable nulls and applies defaults (on the whole object), with the schema
+/// of the object's own version.
 pub fn apply(obj: &mut Value) {
-    let schema = schema();
+    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let schema = schema(&version);
     if schema.is_null() {
         return;
     }

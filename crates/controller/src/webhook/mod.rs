@@ -1,0 +1,214 @@
+//! The CloneSet conversion webhook served by `insitu run`: HTTPS (rustls) with a self-signed CA kept in a Secret,
+//! the CA bundle patched into the CRD's conversion config, rotation before expiry, readiness once it answers.
+//!
+//! Kruise does the same with its webhook controller (`pkg/webhook/util/controller`): it generates certificates
+//! into the `kruise-webhook-certs` Secret and writes the CA bundle into its webhook configurations and the CRDs'
+//! `spec.conversion.webhook.clientConfig.caBundle`. The conversion itself is `insitu_api::conversion` (the
+//! functions the embedded apiserver calls in-process).
+
+pub mod certs;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use insitu_api::crd::WebhookTarget;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+/// The CloneSet CRD's name.
+pub const CRD_NAME: &str = "clonesets.apps.kruise.io";
+
+/// How the webhook is served and reached.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    /// Where the HTTPS server listens.
+    pub addr: SocketAddr,
+    /// How the apiserver reaches it (written into the CRD): the in-cluster Service or a URL.
+    pub target: WebhookTarget,
+    /// The Secret holding the certificates (shared by replicas).
+    pub secret_namespace: String,
+    pub secret_name: String,
+    /// Lifetime of a certificate generation.
+    pub validity: Duration,
+    /// Whether to patch the CA bundle (and target) into the CRD.
+    pub patch_crd: bool,
+}
+
+impl WebhookConfig {
+    /// Renew when less than a third of the validity is left (Kruise renews well before expiry too).
+    pub fn renew_before(&self) -> Duration {
+        self.validity / 3
+    }
+
+    /// Names the serving certificate must cover: the Service's DNS names or the URL's host, plus localhost for
+    /// the readiness self-check.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = match &self.target {
+            WebhookTarget::Service { namespace, name, .. } => vec![
+                format!("{name}.{namespace}.svc"),
+                format!("{name}.{namespace}.svc.cluster.local"),
+                format!("{name}.{namespace}"),
+                name.clone(),
+            ],
+            WebhookTarget::Url(url) => vec![url_host(url)],
+        };
+        for extra in ["localhost", "127.0.0.1"] {
+            if !names.iter().any(|n| n == extra) {
+                names.push(extra.to_string());
+            }
+        }
+        names
+    }
+}
+
+/// The host of an `https://host:port/path` URL (brackets stripped from an IPv6 literal).
+fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6).to_string();
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h).to_string()
+}
+
+/// A running webhook: `ready` turns true once it answers a conversion over TLS and the CRD trusts it.
+pub struct Webhook {
+    pub ready: watch::Receiver<bool>,
+}
+
+/// Prepares certificates, starts the server, patches the CRD, then keeps the certificates fresh. Returns once
+/// the server listens; errors before that (Secret not readable, port taken) are returned.
+pub async fn start(client: kube::Client, cfg: WebhookConfig) -> anyhow::Result<Webhook> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.secret_namespace);
+    let names = cfg.names();
+    let bundle = certs::ensure(&secrets, &cfg.secret_name, &names, cfg.validity, cfg.renew_before()).await?;
+    let resolver = server::CertResolver::new();
+    resolver.set(&bundle)?;
+    let listener = bind(cfg.addr).map_err(|e| anyhow::anyhow!("binding the webhook address {}: {e}", cfg.addr))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, target = ?cfg.target, "serving the conversion webhook");
+    tokio::spawn(server::serve(listener, server::tls_config(resolver.clone())?));
+    let (ready_tx, ready) = watch::channel(false);
+    tokio::spawn(keep(client, cfg, addr, resolver, bundle, ready_tx));
+    Ok(Webhook { ready })
+}
+
+/// Binds with `SO_REUSEPORT` (Unix) so that several replicas on one host (an out-of-cluster HA pair, as in the
+/// e2e suite) share one webhook address, the kernel spreading connections as a Service spreads them over pods:
+/// when one replica dies the others keep answering on the URL the CRD names. They present certificates from the
+/// same Secret, so any of them is trusted.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    #[cfg(unix)]
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Readiness, CRD patching and rotation, for as long as the process runs.
+async fn keep(
+    client: kube::Client,
+    cfg: WebhookConfig,
+    addr: SocketAddr,
+    resolver: Arc<server::CertResolver>,
+    mut bundle: certs::CertBundle,
+    ready: watch::Sender<bool>,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.secret_namespace);
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let names = cfg.names();
+    let mut patched: Option<String> = None;
+    let check = (cfg.validity / 20).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        if cfg.patch_crd && patched.as_deref() != Some(bundle.ca_bundle_pem().as_str()) {
+            match patch_crd(&crds, &cfg.target, &bundle.ca_bundle_pem()).await {
+                Ok(()) => patched = Some(bundle.ca_bundle_pem()),
+                Err(e) => tracing::warn!(error = %e, "patching the CA bundle into the CRD; retrying"),
+            }
+        }
+        let answered = server::self_check(addr, "localhost", &bundle.ca_cert).await;
+        let now_ready = answered.is_ok() && (!cfg.patch_crd || patched.is_some());
+        if let Err(e) = &answered {
+            tracing::warn!(error = %e, "conversion webhook self-check");
+        }
+        ready.send_if_modified(|r| std::mem::replace(r, now_ready) != now_ready);
+        tokio::time::sleep(if now_ready { check } else { Duration::from_secs(1) }).await;
+        // Another replica may have rotated; or it is our turn.
+        match certs::ensure(&secrets, &cfg.secret_name, &names, cfg.validity, cfg.renew_before()).await {
+            Ok(b) if b != bundle => {
+                // Trust first, then serve: the CRD gets the new bundle (new + previous CA) before the swap.
+                if cfg.patch_crd {
+                    if let Err(e) = patch_crd(&crds, &cfg.target, &b.ca_bundle_pem()).await {
+                        tracing::warn!(error = %e, "patching the rotated CA bundle into the CRD; retrying");
+                        continue;
+                    }
+                    patched = Some(b.ca_bundle_pem());
+                }
+                if let Err(e) = resolver.set(&b) {
+                    tracing::warn!(error = %e, "loading the rotated webhook certificate");
+                    continue;
+                }
+                tracing::info!(not_after = b.not_after, "webhook certificate rotated");
+                bundle = b;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "refreshing the webhook certificates"),
+        }
+    }
+}
+
+/// Points the CRD's conversion webhook at `target` with `ca_pem` as its CA bundle (a merge patch that also
+/// clears the other kind of client config).
+pub async fn patch_crd(
+    crds: &Api<CustomResourceDefinition>,
+    target: &WebhookTarget,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let mut conversion = insitu_api::crd::conversion_config(target, Some(&ca));
+    let client = &mut conversion["webhook"]["clientConfig"];
+    match target {
+        WebhookTarget::Service { .. } => client["url"] = serde_json::Value::Null,
+        WebhookTarget::Url(_) => client["service"] = serde_json::Value::Null,
+    }
+    let patch = json!({ "spec": { "conversion": conversion } });
+    crds.patch(CRD_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| anyhow::anyhow!("patching CRD {CRD_NAME}: {e} (the controller needs get/patch on it)"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_names_cover_the_target_and_localhost() {
+        let cfg = WebhookConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            target: WebhookTarget::Url("https://127.0.0.1:9443/convert".into()),
+            secret_namespace: "insitu-system".into(),
+            secret_name: "insitu-webhook-certs".into(),
+            validity: Duration::from_secs(3600),
+            patch_crd: false,
+        };
+        assert_eq!(cfg.names(), ["127.0.0.1", "localhost"]);
+        assert_eq!(url_host("https://[::1]:9443/convert"), "::1");
+        assert_eq!(url_host("https://webhook.example:443/convert"), "webhook.example");
+        let svc = WebhookConfig { target: insitu_api::crd::default_webhook_target(), ..cfg };
+        assert!(svc.names().contains(&"insitu-webhook.insitu-system.svc".to_string()));
+        assert_eq!(svc.renew_before(), Duration::from_secs(1200));
+    }
+}
