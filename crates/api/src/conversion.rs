@@ -31,7 +31,8 @@ pub const PRESERVED_ANNOTATION: &str = "insitu/conversion-preserved";
 /// v1alpha1 CloneSet annotations for image pre-download (v1beta1: fields of `inPlaceUpdateStrategy`).
 pub const PREDOWNLOAD_PARALLELISM: &str = "apps.kruise.io/image-predownload-parallelism";
 pub const PREDOWNLOAD_TIMEOUT_SECONDS: &str = "apps.kruise.io/image-predownload-timeout-seconds";
-pub const PREDOWNLOAD_MIN_UPDATED_READY_PODS: &str = "apps.kruise.io/image-predownload-min-updated-ready-pods";
+pub const PREDOWNLOAD_MIN_UPDATED_READY_PODS: &str =
+    "apps.kruise.io/image-predownload-min-updated-ready-pods";
 const PREDOWNLOAD_KEYS: [&str; 3] = [
     PREDOWNLOAD_PARALLELISM,
     PREDOWNLOAD_TIMEOUT_SECONDS,
@@ -43,7 +44,9 @@ const PREDOWNLOAD_KEYS: [&str; 3] = [
 pub enum ConversionError {
     #[error("conversion: the object is not a JSON object")]
     NotAnObject,
-    #[error("conversion: apiVersion {0:?} is not a served CloneSet version (use apps.kruise.io/v1alpha1 or apps.kruise.io/v1beta1)")]
+    #[error(
+        "conversion: apiVersion {0:?} is not a served CloneSet version (use apps.kruise.io/v1alpha1 or apps.kruise.io/v1beta1)"
+    )]
     UnknownVersion(String),
 }
 
@@ -142,7 +145,10 @@ impl Part {
             .cloned()
             .unwrap_or(Value::Null);
         let mut meta = Map::new();
-        if let Some(m) = obj.pointer(&format!("/metadata/{}", self.meta_map())).and_then(Value::as_object) {
+        if let Some(m) = obj
+            .pointer(&format!("/metadata/{}", self.meta_map()))
+            .and_then(Value::as_object)
+        {
             for k in self.keys() {
                 if let Some(v) = m.get(*k) {
                     meta.insert((*k).to_string(), v.clone());
@@ -193,7 +199,12 @@ impl Direction {
 fn set_meta_keys(obj: &mut Value, map: &str, keys: &[&str], wanted: Option<&Map<String, Value>>) {
     let current: Vec<(String, Option<Value>)> = keys
         .iter()
-        .map(|k| (k.to_string(), obj.pointer(&format!("/metadata/{map}/{}", escape(k))).cloned()))
+        .map(|k| {
+            (
+                k.to_string(),
+                obj.pointer(&format!("/metadata/{map}/{}", escape(k))).cloned(),
+            )
+        })
         .collect();
     let desired: Vec<(String, Option<Value>)> = keys
         .iter()
@@ -231,7 +242,11 @@ fn escape(s: &str) -> String {
 
 fn convert_with(obj: &Value, api_version: &str, dir: &Direction) -> Value {
     let mut out = obj.clone();
-    let from = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let from = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let kept = take_preserved(&mut out);
     let source = out.clone();
     out["apiVersion"] = json!(api_version);
@@ -345,12 +360,17 @@ fn in_place_to_beta(ips: Option<&Value>, anns: &Map<String, Value>) -> Option<Va
     let parallelism = str_of(anns.get(PREDOWNLOAD_PARALLELISM));
     if !parallelism.is_empty() {
         // intstr.Parse: an integer if it parses as one, else the string.
-        let v = parallelism.parse::<i32>().map_or_else(|_| json!(parallelism), |i| json!(i));
+        let v = parallelism
+            .parse::<i32>()
+            .map_or_else(|_| json!(parallelism), |i| json!(i));
         dst.insert("imagePreDownloadParallelism".into(), v);
     }
     for (key, field) in [
         (PREDOWNLOAD_TIMEOUT_SECONDS, "imagePreDownloadTimeoutSeconds"),
-        (PREDOWNLOAD_MIN_UPDATED_READY_PODS, "imagePreDownloadMinUpdatedReadyPods"),
+        (
+            PREDOWNLOAD_MIN_UPDATED_READY_PODS,
+            "imagePreDownloadMinUpdatedReadyPods",
+        ),
     ] {
         if let Ok(n) = str_of(anns.get(key)).parse::<i32>() {
             dst.insert(field.into(), json!(n));
@@ -367,9 +387,11 @@ fn update_to_alpha(part: &Value) -> Value {
     let alpha_type = if str_of(us.get("type")) == "OnDelete" {
         "OnDelete"
     } else {
-        match ru.map(|r| str_of(r.get("podUpdatePolicy"))) {
-            Some(p @ ("InPlaceIfPossible" | "InPlaceOnly")) => p,
-            _ => "ReCreate",
+        let policy = ru.map_or("", |r| str_of(r.get("podUpdatePolicy")));
+        if matches!(policy, "InPlaceIfPossible" | "InPlaceOnly") {
+            policy
+        } else {
+            "ReCreate"
         }
     };
     let mut out = Map::new();
@@ -391,10 +413,15 @@ fn in_place_to_alpha(ips: Option<&Value>, anns: &mut Map<String, Value>) -> Opti
     let fields = [
         ("imagePreDownloadParallelism", PREDOWNLOAD_PARALLELISM),
         ("imagePreDownloadTimeoutSeconds", PREDOWNLOAD_TIMEOUT_SECONDS),
-        ("imagePreDownloadMinUpdatedReadyPods", PREDOWNLOAD_MIN_UPDATED_READY_PODS),
+        (
+            "imagePreDownloadMinUpdatedReadyPods",
+            PREDOWNLOAD_MIN_UPDATED_READY_PODS,
+        ),
     ];
     let has_content = grace.is_some_and(|g| g.as_i64() != Some(0))
-        || fields.iter().any(|(f, _)| ips.get(*f).is_some_and(|v| !v.is_null()));
+        || fields
+            .iter()
+            .any(|(f, _)| ips.get(*f).is_some_and(|v| !v.is_null()));
     if !has_content {
         return None;
     }
@@ -423,7 +450,10 @@ fn scale_to_beta(part: &Value) -> Value {
     let labels = obj_of(part.get("labels"));
     let mut out = Map::new();
     copy_keys(&ss, &mut out, &["podsToDelete", "maxUnavailable"]);
-    let disable = ss.get("disablePVCReuse").and_then(Value::as_bool).unwrap_or(false);
+    let disable = ss
+        .get("disablePVCReuse")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     out.insert("enablePVCReuse".into(), json!(!disable));
     if str_of(labels.get(keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL)) == "true" {
         out.insert("excludePreparingDelete".into(), json!(true));
@@ -444,7 +474,11 @@ fn scale_to_alpha(part: &Value) -> Value {
     if ss.get("excludePreparingDelete").and_then(Value::as_bool) == Some(true) {
         labels.insert(keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL.into(), json!("true"));
     }
-    let strategy = if out.is_empty() { Value::Null } else { Value::Object(out) };
+    let strategy = if out.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(out)
+    };
     json!({ "strategy": strategy, "labels": labels })
 }
 
@@ -453,14 +487,21 @@ fn scale_to_alpha(part: &Value) -> Value {
 pub fn review(body: &Value) -> Value {
     let request = body.get("request");
     let uid = request.and_then(|r| r.get("uid")).cloned().unwrap_or(json!(""));
-    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("apiextensions.k8s.io/v1");
+    let api_version = body
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("apiextensions.k8s.io/v1");
     let result = (|| -> Result<Vec<Value>, String> {
         let request = request.ok_or("the ConversionReview has no request")?;
         let desired = request
             .get("desiredAPIVersion")
             .and_then(Value::as_str)
             .ok_or("the ConversionReview request has no desiredAPIVersion")?;
-        let objects = request.get("objects").and_then(Value::as_array).cloned().unwrap_or_default();
+        let objects = request
+            .get("objects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         objects
             .iter()
             .map(|o| {
@@ -472,7 +513,9 @@ pub fn review(body: &Value) -> Value {
             .collect()
     })();
     let response = match result {
-        Ok(converted) => json!({ "uid": uid, "convertedObjects": converted, "result": { "status": "Success" } }),
+        Ok(converted) => {
+            json!({ "uid": uid, "convertedObjects": converted, "result": { "status": "Success" } })
+        }
         Err(message) => json!({
             "uid": uid, "convertedObjects": [],
             "result": { "status": "Failure", "message": message }

@@ -192,7 +192,10 @@ pub fn shape_spec_schema_for(spec: &mut Value, version: Version) {
         json!(SELECTOR_LABELS),
     );
     let mut max_len = vec![
-        ("selector.matchLabels.additionalProperties".to_string(), LABEL_VALUE),
+        (
+            "selector.matchLabels.additionalProperties".to_string(),
+            LABEL_VALUE,
+        ),
         ("selector.matchExpressions[].key".into(), LABEL_KEY),
         ("selector.matchExpressions[].operator".into(), SHORT_STRING),
         ("selector.matchExpressions[].values[]".into(), LABEL_VALUE),
@@ -203,7 +206,10 @@ pub fn shape_spec_schema_for(spec: &mut Value, version: Version) {
         (format!("{rp}.maxSurge"), SHORT_STRING),
         (format!("{rp}.scatterStrategy[].key"), LABEL_KEY),
         (format!("{rp}.scatterStrategy[].value"), LABEL_VALUE),
-        (format!("{rp}.priorityStrategy.orderPriority[].orderedKey"), LABEL_KEY),
+        (
+            format!("{rp}.priorityStrategy.orderPriority[].orderedKey"),
+            LABEL_KEY,
+        ),
         (
             format!("{rp}.priorityStrategy.weightPriority[].matchSelector.matchExpressions[].operator"),
             SHORT_STRING,
@@ -211,7 +217,10 @@ pub fn shape_spec_schema_for(spec: &mut Value, version: Version) {
     ];
     if version == Version::V1beta1 {
         max_len.push((format!("{rp}.podUpdatePolicy"), SHORT_STRING));
-        max_len.push((format!("{rp}.inPlaceUpdateStrategy.imagePreDownloadParallelism"), SHORT_STRING));
+        max_len.push((
+            format!("{rp}.inPlaceUpdateStrategy.imagePreDownloadParallelism"),
+            SHORT_STRING,
+        ));
     }
     for (path, max) in max_len {
         match path.strip_suffix(".additionalProperties") {
@@ -256,7 +265,11 @@ pub fn shape_spec_schema_for(spec: &mut Value, version: Version) {
 /// (an out-of-cluster `insitu run --webhook-url`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WebhookTarget {
-    Service { namespace: String, name: String, port: i32 },
+    Service {
+        namespace: String,
+        name: String,
+        port: i32,
+    },
     Url(String),
 }
 
@@ -275,7 +288,11 @@ pub const CONVERT_PATH: &str = "/convert";
 /// `spec.conversion` for a target and CA bundle (base64 PEM; empty until `insitu run` patches it in).
 pub fn conversion_config(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
     let mut client = match target {
-        WebhookTarget::Service { namespace, name, port } => json!({
+        WebhookTarget::Service {
+            namespace,
+            name,
+            port,
+        } => json!({
             "service": { "namespace": namespace, "name": name, "path": CONVERT_PATH, "port": port }
         }),
         WebhookTarget::Url(url) => json!({ "url": url }),

@@ -15,8 +15,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::cloneset::{
-    CloneSetCondition, CloneSetStatus, Lifecycle, LifecycleHook, UpdatePriorityOrderTerm, UpdatePriorityStrategy,
-    UpdatePriorityWeightTerm, UpdateScatterTerm,
+    CloneSetCondition, CloneSetStatus, Lifecycle, LifecycleHook, UpdatePriorityOrderTerm,
+    UpdatePriorityStrategy, UpdatePriorityWeightTerm, UpdateScatterTerm,
 };
 
 /// `apps.kruise.io/v1beta1`.

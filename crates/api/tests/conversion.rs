@@ -56,7 +56,10 @@ fn alpha_in_place_maps_to_rolling_update_with_pod_update_policy() {
     );
     assert_eq!(b["status"], a["status"], "status is the same in both versions");
     assert_eq!(b["spec"]["template"], a["spec"]["template"]);
-    assert!(!has_preserved(&b), "a fully specified v1alpha1 strategy needs nothing kept: {b}");
+    assert!(
+        !has_preserved(&b),
+        "a fully specified v1alpha1 strategy needs nothing kept: {b}"
+    );
     assert_eq!(to_v1alpha1(&b).unwrap(), a);
 }
 
@@ -64,14 +67,21 @@ fn alpha_in_place_maps_to_rolling_update_with_pod_update_policy() {
 fn pvc_reuse_is_inverted_and_always_written_in_v1beta1() {
     let b = to_v1beta1(&alpha(json!({}), json!({}))).unwrap();
     assert_eq!(b["spec"]["scaleStrategy"], json!({"enablePVCReuse": true}));
-    let b = to_v1beta1(&alpha(json!({"scaleStrategy": {"disablePVCReuse": true, "podsToDelete": ["p"]}}), json!({})))
-        .unwrap();
+    let b = to_v1beta1(&alpha(
+        json!({"scaleStrategy": {"disablePVCReuse": true, "podsToDelete": ["p"]}}),
+        json!({}),
+    ))
+    .unwrap();
     assert_eq!(
         b["spec"]["scaleStrategy"],
         json!({"enablePVCReuse": false, "podsToDelete": ["p"]})
     );
     // v1beta1's default (no reuse) reads as disablePVCReuse in v1alpha1.
-    let a = to_v1alpha1(&beta_of(json!({"scaleStrategy": {"enablePVCReuse": false}}), json!({}))).unwrap();
+    let a = to_v1alpha1(&beta_of(
+        json!({"scaleStrategy": {"enablePVCReuse": false}}),
+        json!({}),
+    ))
+    .unwrap();
     assert_eq!(a["spec"]["scaleStrategy"], json!({"disablePVCReuse": true}));
     let a = to_v1alpha1(&beta_of(json!({}), json!({}))).unwrap();
     assert_eq!(a["spec"]["scaleStrategy"], json!({"disablePVCReuse": true}));
@@ -160,7 +170,11 @@ fn unknown_pod_update_policy_reads_as_recreate_like_kruise() {
     );
     let a = to_v1alpha1(&b).unwrap();
     assert_eq!(a["spec"]["updateStrategy"]["type"], "ReCreate");
-    assert_eq!(to_v1beta1(&a).unwrap(), b, "and the bad value is back for validation to report");
+    assert_eq!(
+        to_v1beta1(&a).unwrap(),
+        b,
+        "and the bad value is back for validation to report"
+    );
 }
 
 #[test]
@@ -203,7 +217,10 @@ fn bad_versions_are_refused_with_the_fix() {
     assert!(err.contains("apps.kruise.io/v1beta1"), "{err}");
     a["apiVersion"] = json!("apps/v1");
     assert!(to_v1beta1(&a).is_err());
-    assert_eq!(convert(&alpha(json!({}), json!({})), V1ALPHA1).unwrap(), alpha(json!({}), json!({})));
+    assert_eq!(
+        convert(&alpha(json!({}), json!({})), V1ALPHA1).unwrap(),
+        alpha(json!({}), json!({}))
+    );
 }
 
 // ---- property tests: the round trip is the identity ----
@@ -215,7 +232,9 @@ fn intstr() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn opt<T: std::fmt::Debug + Clone + 'static>(s: impl Strategy<Value = T> + 'static) -> BoxedStrategy<Option<T>> {
+fn opt<T: std::fmt::Debug + Clone + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
     prop_oneof![Just(None), s.prop_map(Some)].boxed()
 }
 
@@ -231,7 +250,9 @@ fn rolling_fields() -> impl Strategy<Value = serde_json::Map<String, Value>> {
         opt(intstr()),
         opt(intstr()),
         opt(any::<bool>().prop_map(|b| json!(b))),
-        opt(Just(json!({"weightPriority": [{"weight": 50, "matchSelector": {"matchLabels": {"k": "v"}}}]}))),
+        opt(Just(
+            json!({"weightPriority": [{"weight": 50, "matchSelector": {"matchLabels": {"k": "v"}}}]}),
+        )),
         opt(Just(json!([{"key": "zone", "value": "a"}]))),
     )
         .prop_map(|(p, mu, ms, paused, prio, scatter)| {
@@ -255,9 +276,21 @@ fn predownload_annotations() -> impl Strategy<Value = serde_json::Map<String, Va
     )
         .prop_map(|(p, t, m, other)| {
             let mut a = serde_json::Map::new();
-            put(&mut a, "apps.kruise.io/image-predownload-parallelism", p.map(|s| json!(s)));
-            put(&mut a, "apps.kruise.io/image-predownload-timeout-seconds", t.map(|s| json!(s)));
-            put(&mut a, "apps.kruise.io/image-predownload-min-updated-ready-pods", m.map(|s| json!(s)));
+            put(
+                &mut a,
+                "apps.kruise.io/image-predownload-parallelism",
+                p.map(|s| json!(s)),
+            );
+            put(
+                &mut a,
+                "apps.kruise.io/image-predownload-timeout-seconds",
+                t.map(|s| json!(s)),
+            );
+            put(
+                &mut a,
+                "apps.kruise.io/image-predownload-min-updated-ready-pods",
+                m.map(|s| json!(s)),
+            );
             put(&mut a, "note", other.map(|s| json!(s)));
             a
         })
@@ -270,7 +303,8 @@ fn labels() -> impl Strategy<Value = Option<Value>> {
 }
 
 fn meta(labels: Option<Value>, annotations: serde_json::Map<String, Value>) -> Value {
-    let mut m = json!({"name": "cs", "namespace": "ns", "uid": "u-1", "resourceVersion": "7", "generation": 2});
+    let mut m =
+        json!({"name": "cs", "namespace": "ns", "uid": "u-1", "resourceVersion": "7", "generation": 2});
     if let Some(l) = labels {
         m["labels"] = l;
     }

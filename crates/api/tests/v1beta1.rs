@@ -32,7 +32,11 @@ fn valid_v1beta1_strategies_pass() {
                "maxUnavailable": 1, "inPlaceUpdateStrategy": {"gracePeriodSeconds": 3, "imagePreDownloadParallelism": 2}}}),
         json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceOnly", "maxSurge": 0}}),
     ] {
-        assert!(v::validate_create(&cs(update.clone())).is_empty(), "{update}: {}", errors(update.clone()));
+        assert!(
+            v::validate_create(&cs(update.clone())).is_empty(),
+            "{update}: {}",
+            errors(update.clone())
+        );
     }
 }
 
@@ -69,14 +73,20 @@ fn rolling_rules_are_repathed_under_rolling_update() {
 
 #[test]
 fn pre_download_fields_are_checked() {
-    let e = errors(json!({"rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadParallelism": "50%"}}}));
+    let e =
+        errors(json!({"rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadParallelism": "50%"}}}));
     assert_eq!(
         e,
         "spec.updateStrategy.rollingUpdate.inPlaceUpdateStrategy.imagePreDownloadParallelism: Invalid value: \"50%\": imagePreDownloadParallelism does not support percentage value"
     );
-    let e = errors(json!({"rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadParallelism": -1,
-               "imagePreDownloadTimeoutSeconds": -5}}}));
-    assert!(e.contains("imagePreDownloadParallelism must be non-negative"), "{e}");
+    let e = errors(
+        json!({"rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadParallelism": -1,
+               "imagePreDownloadTimeoutSeconds": -5}}}),
+    );
+    assert!(
+        e.contains("imagePreDownloadParallelism must be non-negative"),
+        "{e}"
+    );
     assert!(
         e.contains("spec.updateStrategy.rollingUpdate.inPlaceUpdateStrategy.imagePreDownloadTimeoutSeconds: Invalid value: -5: must be greater than or equal to 0"),
         "{e}"
@@ -89,7 +99,10 @@ fn the_selector_is_immutable_in_v1beta1_too() {
     let mut new = old.clone();
     new.spec.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
     let e = aggregate(&v::validate_update(&new, &old));
-    assert!(e.starts_with("[spec: Forbidden: updates to cloneset spec for fields other than"), "{e}");
+    assert!(
+        e.starts_with("[spec: Forbidden: updates to cloneset spec for fields other than"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -115,17 +128,31 @@ fn the_crd_serves_both_versions_and_stores_v1beta1() {
         crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"],
         json!({"namespace": "insitu-system", "name": "insitu-webhook", "path": "/convert", "port": 443})
     );
-    assert_eq!(versions[0]["additionalPrinterColumns"], versions[1]["additionalPrinterColumns"]);
+    assert_eq!(
+        versions[0]["additionalPrinterColumns"],
+        versions[1]["additionalPrinterColumns"]
+    );
     assert_eq!(versions[0]["subresources"], versions[1]["subresources"]);
     let beta = &versions[1]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     let ru = &beta["updateStrategy"]["properties"]["rollingUpdate"]["properties"];
     assert_eq!(ru["podUpdatePolicy"]["default"], "ReCreate");
     assert_eq!(ru["maxUnavailable"]["default"], "20%");
-    assert_eq!(beta["updateStrategy"]["properties"]["type"]["default"], "RollingUpdate");
-    assert_eq!(beta["scaleStrategy"]["properties"]["enablePVCReuse"]["default"], false);
+    assert_eq!(
+        beta["updateStrategy"]["properties"]["type"]["default"],
+        "RollingUpdate"
+    );
+    assert_eq!(
+        beta["scaleStrategy"]["properties"]["enablePVCReuse"]["default"],
+        false
+    );
     let type_rules = beta["updateStrategy"]["properties"]["type"]["x-kubernetes-validations"].to_string();
-    assert!(type_rules.contains("must be 'RollingUpdate' or 'OnDelete'"), "{type_rules}");
-    let url = insitu_api::crd::crd_for(&insitu_api::crd::WebhookTarget::Url("https://127.0.0.1:9443/convert".into()));
+    assert!(
+        type_rules.contains("must be 'RollingUpdate' or 'OnDelete'"),
+        "{type_rules}"
+    );
+    let url = insitu_api::crd::crd_for(&insitu_api::crd::WebhookTarget::Url(
+        "https://127.0.0.1:9443/convert".into(),
+    ));
     let url = serde_json::to_value(url).expect("crd");
     assert_eq!(
         url["spec"]["conversion"]["webhook"]["clientConfig"],

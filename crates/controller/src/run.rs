@@ -99,7 +99,9 @@ pub fn owning_clonesets<K: Resource>(obj: &K) -> Vec<ObjectRef<CloneSet>> {
     let ns = obj.meta().namespace.clone();
     obj.owner_references()
         .iter()
-        .filter(|r| r.kind == "CloneSet" && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io"))
+        .filter(|r| {
+            r.kind == "CloneSet" && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io")
+        })
         .map(|r| {
             let o = ObjectRef::new(&r.name);
             match &ns {

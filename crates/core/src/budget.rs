@@ -41,7 +41,10 @@ pub fn surge_and_unavailable(spec: &CloneSetSpec) -> (i32, i32) {
     let us = spec.update_strategy.as_ref();
     if us.is_some_and(|u| !u.has_rolling_update()) {
         // v1beta1 OnDelete without rollingUpdate: no surge, the default 20% rounded down.
-        return (0, legacy_scaled_value(&IntOrString::String("20%".into()), replicas, false));
+        return (
+            0,
+            legacy_scaled_value(&IntOrString::String("20%".into()), replicas, false),
+        );
     }
     let mut max_surge = us
         .and_then(|u| u.max_surge.as_ref())

@@ -82,7 +82,10 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd(args) => match args.webhook_url {
             Some(url) => {
-                print!("{}", insitu_api::crd::crd_yaml_for(&insitu_api::crd::WebhookTarget::Url(url)));
+                print!(
+                    "{}",
+                    insitu_api::crd::crd_yaml_for(&insitu_api::crd::WebhookTarget::Url(url))
+                );
                 Ok(ExitCode::SUCCESS)
             }
             None => {

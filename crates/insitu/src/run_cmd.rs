@@ -97,7 +97,11 @@ fn webhook_config(args: &RunArgs) -> anyhow::Result<Option<insitu_controller::we
         Some(url) => anyhow::bail!("--webhook-url {url:?}: the apiserver only calls https:// webhooks"),
         None => {
             let (namespace, name) = split_ref(&args.webhook_service, "--webhook-service")?;
-            insitu_api::crd::WebhookTarget::Service { namespace, name, port: 443 }
+            insitu_api::crd::WebhookTarget::Service {
+                namespace,
+                name,
+                port: 443,
+            }
         }
     };
     let (secret_namespace, secret_name) = split_ref(&args.webhook_secret, "--webhook-secret")?;

@@ -278,7 +278,11 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
             "has(self.updateStrategy) && has(self.updateStrategy.rollingUpdate)",
         )
     } else {
-        ("updateStrategy", "self.updateStrategy", "has(self.updateStrategy)")
+        (
+            "updateStrategy",
+            "self.updateStrategy",
+            "has(self.updateStrategy)",
+        )
     };
     let has_us = |f: &str| format!("{us_has} && has({us}.{f})");
     let labels = "self.template.metadata.labels";
@@ -463,8 +467,16 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
                 "type(self) == int ? self >= 0 : !self.matches('^-[0-9]+$')",
                 msg::PARALLELISM_NEGATIVE,
             ),
-            r(format!("{ips}.imagePreDownloadTimeoutSeconds"), "self >= 0", msg::NONNEGATIVE),
-            r(format!("{ips}.imagePreDownloadMinUpdatedReadyPods"), "self >= 0", msg::NONNEGATIVE),
+            r(
+                format!("{ips}.imagePreDownloadTimeoutSeconds"),
+                "self >= 0",
+                msg::NONNEGATIVE,
+            ),
+            r(
+                format!("{ips}.imagePreDownloadMinUpdatedReadyPods"),
+                "self >= 0",
+                msg::NONNEGATIVE,
+            ),
         ]);
     } else {
         out.push(r(
@@ -474,7 +486,11 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
         ));
     }
     out.extend(int_or_percent(&format!("{rp}.partition"), "partition", true));
-    out.extend(int_or_percent(&format!("{rp}.maxUnavailable"), "maxUnavailable", true));
+    out.extend(int_or_percent(
+        &format!("{rp}.maxUnavailable"),
+        "maxUnavailable",
+        true,
+    ));
     out.extend(int_or_percent(&format!("{rp}.maxSurge"), "maxSurge", true));
     let (policy, surge_msg) = if beta {
         ("podUpdatePolicy", msg::INPLACEONLY_SURGE_V1BETA1)
@@ -609,7 +625,11 @@ pub fn attach(crd: &mut CustomResourceDefinition) {
         return;
     };
     for version in v["spec"]["versions"].as_array_mut().into_iter().flatten() {
-        let which = if version["name"] == "v1beta1" { Version::V1beta1 } else { Version::V1alpha1 };
+        let which = if version["name"] == "v1beta1" {
+            Version::V1beta1
+        } else {
+            Version::V1alpha1
+        };
         if let Some(spec) = version.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
             attach_to_spec(spec, which);
         }

@@ -40,7 +40,11 @@ pub fn validate_create(cs: &CloneSet) -> Vec<FieldError> {
     }
     match crate::conversion::cloneset_to_v1alpha1(cs) {
         Ok(alpha) => errs.extend(validate_alpha(&alpha).into_iter().filter_map(repath)),
-        Err(e) => errs.push(invalid("spec", quote(&e), "the object does not decode as a CloneSet")),
+        Err(e) => errs.push(invalid(
+            "spec",
+            quote(&e),
+            "the object does not decode as a CloneSet",
+        )),
     }
     errs
 }
@@ -103,7 +107,10 @@ fn pre_download_errors(ips: &crate::v1beta1::InPlaceUpdateStrategy, errs: &mut V
         _ => {}
     }
     for (name, v) in [
-        ("imagePreDownloadTimeoutSeconds", ips.image_pre_download_timeout_seconds),
+        (
+            "imagePreDownloadTimeoutSeconds",
+            ips.image_pre_download_timeout_seconds,
+        ),
         (
             "imagePreDownloadMinUpdatedReadyPods",
             ips.image_pre_download_min_updated_ready_pods,

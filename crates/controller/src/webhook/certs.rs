@@ -53,11 +53,18 @@ impl CertBundle {
 }
 
 pub fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Generates a CA and a serving certificate for `names` (DNS names or IP addresses), valid for `validity`.
-pub fn generate(names: &[String], validity: Duration, previous_ca: Option<String>) -> anyhow::Result<CertBundle> {
+pub fn generate(
+    names: &[String],
+    validity: Duration,
+    previous_ca: Option<String>,
+) -> anyhow::Result<CertBundle> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
     let now = time::OffsetDateTime::now_utc();
     // Some slack for clocks that disagree a little (the apiserver checks notBefore).
@@ -66,8 +73,14 @@ pub fn generate(names: &[String], validity: Duration, previous_ca: Option<String
 
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "insitu-webhook-ca");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "insitu-webhook-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     ca_params.not_before = not_before;
     ca_params.not_after = not_after;
     let ca_key = KeyPair::generate()?;
@@ -75,7 +88,9 @@ pub fn generate(names: &[String], validity: Duration, previous_ca: Option<String
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let mut params = CertificateParams::new(names.to_vec())?;
-    params.distinguished_name.push(DnType::CommonName, names.first().cloned().unwrap_or_default());
+    params
+        .distinguished_name
+        .push(DnType::CommonName, names.first().cloned().unwrap_or_default());
     params.not_before = not_before;
     params.not_after = not_after;
     let key = KeyPair::generate()?;
@@ -92,7 +107,9 @@ pub fn generate(names: &[String], validity: Duration, previous_ca: Option<String
 }
 
 fn text(data: &BTreeMap<String, ByteString>, key: &str) -> Option<String> {
-    data.get(key).and_then(|b| String::from_utf8(b.0.clone()).ok()).filter(|s| !s.is_empty())
+    data.get(key)
+        .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        .filter(|s| !s.is_empty())
 }
 
 /// The bundle a Secret holds, if it holds a complete one.
@@ -166,18 +183,28 @@ pub async fn ensure(
                 let fresh = Secret {
                     metadata: ObjectMeta {
                         name: Some(name.to_string()),
-                        labels: Some(BTreeMap::from([("app.kubernetes.io/name".into(), "insitu".into())])),
+                        labels: Some(BTreeMap::from([(
+                            "app.kubernetes.io/name".into(),
+                            "insitu".into(),
+                        )])),
                         ..ObjectMeta::default()
                     },
                     type_: Some("Opaque".into()),
                     ..Secret::default()
                 };
-                secrets.create(&PostParams::default(), &into_secret(&bundle, fresh)).await.map(|_| ())
+                secrets
+                    .create(&PostParams::default(), &into_secret(&bundle, fresh))
+                    .await
+                    .map(|_| ())
             }
         };
         match res {
             Ok(()) => {
-                tracing::info!(secret = name, not_after = bundle.not_after, "generated webhook certificates");
+                tracing::info!(
+                    secret = name,
+                    not_after = bundle.not_after,
+                    "generated webhook certificates"
+                );
                 return Ok(bundle);
             }
             // Another replica wrote it first: use theirs.
@@ -196,7 +223,10 @@ mod tests {
 
     #[test]
     fn a_generated_bundle_round_trips_through_a_secret() {
-        let names = vec!["insitu-webhook.insitu-system.svc".to_string(), "127.0.0.1".to_string()];
+        let names = vec![
+            "insitu-webhook.insitu-system.svc".to_string(),
+            "127.0.0.1".to_string(),
+        ];
         let b = generate(&names, Duration::from_secs(3600), Some("OLD CA\n".into())).unwrap();
         assert!(b.ca_cert.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(b.tls_key.contains("PRIVATE KEY"));
@@ -205,7 +235,10 @@ mod tests {
         assert_eq!(from_secret(&s), Some(b.clone()));
         let now = unix_now();
         assert!(b.fresh(&names, now, Duration::from_secs(60)));
-        assert!(!b.fresh(&names, now, Duration::from_secs(7200)), "inside the renewal window");
+        assert!(
+            !b.fresh(&names, now, Duration::from_secs(7200)),
+            "inside the renewal window"
+        );
         assert!(!b.fresh(&["other.example".to_string()], now, Duration::ZERO));
     }
 }

@@ -74,7 +74,10 @@ fn url_host(url: &str) -> String {
     if let Some(v6) = authority.strip_prefix('[') {
         return v6.split(']').next().unwrap_or(v6).to_string();
     }
-    authority.rsplit_once(':').map_or(authority, |(h, _)| h).to_string()
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .to_string()
 }
 
 /// A running webhook: `ready` turns true once it answers a conversion over TLS and the CRD trusts it.
@@ -87,10 +90,18 @@ pub struct Webhook {
 pub async fn start(client: kube::Client, cfg: WebhookConfig) -> anyhow::Result<Webhook> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.secret_namespace);
     let names = cfg.names();
-    let bundle = certs::ensure(&secrets, &cfg.secret_name, &names, cfg.validity, cfg.renew_before()).await?;
+    let bundle = certs::ensure(
+        &secrets,
+        &cfg.secret_name,
+        &names,
+        cfg.validity,
+        cfg.renew_before(),
+    )
+    .await?;
     let resolver = server::CertResolver::new();
     resolver.set(&bundle)?;
-    let listener = bind(cfg.addr).map_err(|e| anyhow::anyhow!("binding the webhook address {}: {e}", cfg.addr))?;
+    let listener =
+        bind(cfg.addr).map_err(|e| anyhow::anyhow!("binding the webhook address {}: {e}", cfg.addr))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, target = ?cfg.target, "serving the conversion webhook");
     tokio::spawn(server::serve(listener, server::tls_config(resolver.clone())?));
@@ -145,7 +156,15 @@ async fn keep(
         ready.send_if_modified(|r| std::mem::replace(r, now_ready) != now_ready);
         tokio::time::sleep(if now_ready { check } else { Duration::from_secs(1) }).await;
         // Another replica may have rotated; or it is our turn.
-        match certs::ensure(&secrets, &cfg.secret_name, &names, cfg.validity, cfg.renew_before()).await {
+        match certs::ensure(
+            &secrets,
+            &cfg.secret_name,
+            &names,
+            cfg.validity,
+            cfg.renew_before(),
+        )
+        .await
+        {
             Ok(b) if b != bundle => {
                 // Trust first, then serve: the CRD gets the new bundle (new + previous CA) before the swap.
                 if cfg.patch_crd {
@@ -186,7 +205,9 @@ pub async fn patch_crd(
     let patch = json!({ "spec": { "conversion": conversion } });
     crds.patch(CRD_NAME, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| anyhow::anyhow!("patching CRD {CRD_NAME}: {e} (the controller needs get/patch on it)"))?;
+        .map_err(|e| {
+            anyhow::anyhow!("patching CRD {CRD_NAME}: {e} (the controller needs get/patch on it)")
+        })?;
     Ok(())
 }
 
@@ -207,8 +228,14 @@ mod tests {
         assert_eq!(cfg.names(), ["127.0.0.1", "localhost"]);
         assert_eq!(url_host("https://[::1]:9443/convert"), "::1");
         assert_eq!(url_host("https://webhook.example:443/convert"), "webhook.example");
-        let svc = WebhookConfig { target: insitu_api::crd::default_webhook_target(), ..cfg };
-        assert!(svc.names().contains(&"insitu-webhook.insitu-system.svc".to_string()));
+        let svc = WebhookConfig {
+            target: insitu_api::crd::default_webhook_target(),
+            ..cfg
+        };
+        assert!(
+            svc.names()
+                .contains(&"insitu-webhook.insitu-system.svc".to_string())
+        );
         assert_eq!(svc.renew_before(), Duration::from_secs(1200));
     }
 }

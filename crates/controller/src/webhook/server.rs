@@ -26,7 +26,9 @@ pub struct CertResolver {
 
 impl CertResolver {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self { current: RwLock::new(None) })
+        Arc::new(Self {
+            current: RwLock::new(None),
+        })
     }
 
     /// Serves `bundle`'s certificate from the next handshake on.
@@ -88,7 +90,10 @@ pub async fn serve(listener: tokio::net::TcpListener, tls: rustls::ServerConfig)
             };
             let io = hyper_util::rt::TokioIo::new(stream);
             let svc = hyper::service::service_fn(handle);
-            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await {
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await
+            {
                 tracing::debug!(%peer, error = %e, "webhook connection");
             }
         });
@@ -98,8 +103,10 @@ pub async fn serve(listener: tokio::net::TcpListener, tls: rustls::ServerConfig)
 fn reply(code: StatusCode, body: &Value) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
     *r.status_mut() = code;
-    r.headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -117,7 +124,10 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            return Ok(reply(StatusCode::BAD_REQUEST, &json!({"message": format!("reading the body: {e}")})));
+            return Ok(reply(
+                StatusCode::BAD_REQUEST,
+                &json!({"message": format!("reading the body: {e}")}),
+            ));
         }
     };
     let parsed: Value = match serde_json::from_slice(&body) {
@@ -190,18 +200,24 @@ mod tests {
     #[tokio::test]
     async fn answers_conversions_over_tls_and_serves_a_rotated_certificate() {
         let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        let first = super::super::certs::generate(&names, std::time::Duration::from_secs(3600), None).unwrap();
+        let first =
+            super::super::certs::generate(&names, std::time::Duration::from_secs(3600), None).unwrap();
         let resolver = CertResolver::new();
         resolver.set(&first).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(serve(listener, tls_config(resolver.clone()).unwrap()));
-        self_check(addr, "localhost", &first.ca_cert).await.expect("self-check with the CA");
+        self_check(addr, "localhost", &first.ca_cert)
+            .await
+            .expect("self-check with the CA");
 
         // Rotation: the next handshake presents the new certificate; a client trusting only the old CA fails.
-        let second = super::super::certs::generate(&names, std::time::Duration::from_secs(3600), None).unwrap();
+        let second =
+            super::super::certs::generate(&names, std::time::Duration::from_secs(3600), None).unwrap();
         resolver.set(&second).unwrap();
-        self_check(addr, "127.0.0.1", &second.ca_cert).await.expect("self-check with the new CA");
+        self_check(addr, "127.0.0.1", &second.ca_cert)
+            .await
+            .expect("self-check with the new CA");
         assert!(self_check(addr, "localhost", &first.ca_cert).await.is_err());
         task.abort();
     }

@@ -721,15 +721,64 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
     // Named objects: the webhook's own Secret and the CloneSet CRD, and nothing beside them.
     let named: &[(bool, &str, &str, &str, &str, &str)] = &[
         // (allowed, group, resource, verb, namespace, name)
-        (true, "", "secrets", "get", "insitu-system", "insitu-webhook-certs"),
-        (true, "", "secrets", "update", "insitu-system", "insitu-webhook-certs"),
+        (
+            true,
+            "",
+            "secrets",
+            "get",
+            "insitu-system",
+            "insitu-webhook-certs",
+        ),
+        (
+            true,
+            "",
+            "secrets",
+            "update",
+            "insitu-system",
+            "insitu-webhook-certs",
+        ),
         (false, "", "secrets", "get", "insitu-system", "other"),
         (false, "", "secrets", "update", "default", "insitu-webhook-certs"),
-        (false, "", "secrets", "delete", "insitu-system", "insitu-webhook-certs"),
-        (true, "apiextensions.k8s.io", "customresourcedefinitions", "patch", "", "clonesets.apps.kruise.io"),
-        (true, "apiextensions.k8s.io", "customresourcedefinitions", "get", "", "clonesets.apps.kruise.io"),
-        (false, "apiextensions.k8s.io", "customresourcedefinitions", "patch", "", "other.example.io"),
-        (false, "apiextensions.k8s.io", "customresourcedefinitions", "delete", "", "clonesets.apps.kruise.io"),
+        (
+            false,
+            "",
+            "secrets",
+            "delete",
+            "insitu-system",
+            "insitu-webhook-certs",
+        ),
+        (
+            true,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "patch",
+            "",
+            "clonesets.apps.kruise.io",
+        ),
+        (
+            true,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "get",
+            "",
+            "clonesets.apps.kruise.io",
+        ),
+        (
+            false,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "patch",
+            "",
+            "other.example.io",
+        ),
+        (
+            false,
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "delete",
+            "",
+            "clonesets.apps.kruise.io",
+        ),
     ];
     for (expect, group, resource, verb, ns, name) in named {
         let review = SubjectAccessReview {

@@ -42,11 +42,18 @@ pub async fn v1beta1(env: &Env, ns: &str) -> anyhow::Result<()> {
         created_spec["updateStrategy"]["rollingUpdate"]["partition"] == json!(0)
             && created_spec["updateStrategy"]["rollingUpdate"]["maxSurge"] == json!(0)
             && created_spec["scaleStrategy"]["enablePVCReuse"] == json!(false),
-        || format!("v1beta1 defaults (partition 0, maxSurge 0, enablePVCReuse false) missing: {created_spec}"),
+        || {
+            format!(
+                "v1beta1 defaults (partition 0, maxSurge 0, enablePVCReuse false) missing: {created_spec}"
+            )
+        },
     )?;
 
     // The same object through v1alpha1.
-    let alpha = clonesets(env, ns).get(name).await.context("get the CloneSet as v1alpha1")?;
+    let alpha = clonesets(env, ns)
+        .get(name)
+        .await
+        .context("get the CloneSet as v1alpha1")?;
     let a = serde_json::to_value(&alpha)?;
     let us = &a["spec"]["updateStrategy"];
     ensure(
@@ -58,16 +65,26 @@ pub async fn v1beta1(env: &Env, ns: &str) -> anyhow::Result<()> {
     )?;
     ensure(
         a["spec"]["scaleStrategy"]["disablePVCReuse"] == json!(true),
-        || format!("enablePVCReuse=false must read as disablePVCReuse=true: {}", a["spec"]["scaleStrategy"]),
+        || {
+            format!(
+                "enablePVCReuse=false must read as disablePVCReuse=true: {}",
+                a["spec"]["scaleStrategy"]
+            )
+        },
     )?;
     let labels = alpha.labels();
     ensure(
-        labels.get(insitu_api::keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL).map(String::as_str) == Some("true"),
+        labels
+            .get(insitu_api::keys::SCALING_EXCLUDE_PREPARING_DELETE_LABEL)
+            .map(String::as_str)
+            == Some("true"),
         || format!("excludePreparingDelete must read as the v1alpha1 label: {labels:?}"),
     )?;
     let anns = alpha.annotations();
     ensure(
-        anns.get(insitu_api::conversion::PREDOWNLOAD_PARALLELISM).map(String::as_str) == Some("2"),
+        anns.get(insitu_api::conversion::PREDOWNLOAD_PARALLELISM)
+            .map(String::as_str)
+            == Some("2"),
         || format!("imagePreDownloadParallelism must read as the v1alpha1 annotation: {anns:?}"),
     )?;
 
@@ -76,9 +93,16 @@ pub async fn v1beta1(env: &Env, ns: &str) -> anyhow::Result<()> {
         let refs = p.owner_references();
         ensure(
             refs.iter().any(|r| {
-                r.api_version == insitu_api::conversion::V1BETA1 && r.kind == "CloneSet" && r.controller == Some(true)
+                r.api_version == insitu_api::conversion::V1BETA1
+                    && r.kind == "CloneSet"
+                    && r.controller == Some(true)
             }),
-            || format!("{}: ownerReferences not through the storage version: {refs:?}", p.name_any()),
+            || {
+                format!(
+                    "{}: ownerReferences not through the storage version: {refs:?}",
+                    p.name_any()
+                )
+            },
         )?;
     }
 
@@ -92,9 +116,10 @@ pub async fn v1beta1(env: &Env, ns: &str) -> anyhow::Result<()> {
     })?;
     let alpha_status = serde_json::to_value(clonesets(env, ns).get(name).await?.status)?;
     let beta_status = serde_json::to_value(beta_api(env, ns).get(name).await?.status)?;
-    ensure(alpha_status["updateRevision"] == beta_status["updateRevision"], || {
-        format!("status differs between versions: {alpha_status} vs {beta_status}")
-    })?;
+    ensure(
+        alpha_status["updateRevision"] == beta_status["updateRevision"],
+        || format!("status differs between versions: {alpha_status} vs {beta_status}"),
+    )?;
 
     // An in-place rollout driven through v1beta1.
     let observer = Observer::start(env, ns, name);
@@ -107,15 +132,23 @@ pub async fn v1beta1(env: &Env, ns: &str) -> anyhow::Result<()> {
         .context("json patch through v1beta1")?;
     let (_, after) = wait_rolled_out(env, ns, name, 3, IMAGE_V2, Duration::from_secs(120)).await?;
     ensure(identities(&before) == identities(&after), || {
-        format!("pods changed: {:?} -> {:?}", identities(&before), identities(&after))
+        format!(
+            "pods changed: {:?} -> {:?}",
+            identities(&before),
+            identities(&after)
+        )
     })?;
     ensure(after.iter().all(|p| restarts(p) == 1), || {
         format!("each pod must restart exactly once: {}", describe(&after, ""))
     })?;
     let seen = observer.snapshot();
-    ensure(seen.pods.values().all(|h| !h.deleted), || "a pod was deleted".into())?;
+    ensure(seen.pods.values().all(|h| !h.deleted), || {
+        "a pod was deleted".into()
+    })?;
     let st = beta_api(env, ns).get(name).await?.status.unwrap_or_default();
-    ensure(st.updated_ready_replicas == 3, || format!("v1beta1 status: {st:?}"))?;
+    ensure(st.updated_ready_replicas == 3, || {
+        format!("v1beta1 status: {st:?}")
+    })?;
     cleanup(env, ns, name).await;
     Ok(())
 }

@@ -331,7 +331,12 @@ impl ApiServer {
                 if cur.is_some() {
                     return Err(ApiError::already_exists(rt, &candidate));
                 }
-                let target = Target { rt, view, ns, name: &candidate };
+                let target = Target {
+                    rt,
+                    view,
+                    ns,
+                    name: &candidate,
+                };
                 self.prepare_create(target, body.clone()).map(Write::Put)
             });
             match res {
@@ -347,11 +352,7 @@ impl ApiServer {
         }
     }
 
-    fn prepare_create(
-        &self,
-        target: Target<'_>,
-        mut obj: Value,
-    ) -> ApiResult<Value> {
+    fn prepare_create(&self, target: Target<'_>, mut obj: Value) -> ApiResult<Value> {
         let Target { rt, view, ns, name } = target;
         let now = self.now_string();
         let uid = self.new_uid();
@@ -451,13 +452,28 @@ impl ApiServer {
             let Some(cur) = cur else {
                 if rt.create_on_update && mode == Mode::Main {
                     create = true;
-                    return self.prepare_create(Target { rt, view: req.rt, ns, name }, body).map(Write::Put);
+                    return self
+                        .prepare_create(
+                            Target {
+                                rt,
+                                view: req.rt,
+                                ns,
+                                name,
+                            },
+                            body,
+                        )
+                        .map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
             let old = cur.value();
             check_rv(rt, name, &body, &old)?;
-            let target = Target { rt, view: req.rt, ns, name };
+            let target = Target {
+                rt,
+                view: req.rt,
+                ns,
+                name,
+            };
             self.finish_update(target, mode, body, &old, node.as_ref())
         })?;
         let code = if create {
@@ -486,7 +502,9 @@ impl ApiServer {
                 if kind == PatchKind::Apply && mode == Mode::Main {
                     let body = stored_form(view, patch::parse_body(&req.body, true)?);
                     create = true;
-                    return self.prepare_create(Target { rt, view, ns, name }, body).map(Write::Put);
+                    return self
+                        .prepare_create(Target { rt, view, ns, name }, body)
+                        .map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
             };
@@ -1155,10 +1173,11 @@ fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
     } else if rt.is_cloneset() {
         // The body is read in the version it names if that is a CloneSet version, else in the URL's.
         let named = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        if named != insitu_api::conversion::V1ALPHA1 && named != insitu_api::conversion::V1BETA1 {
-            if let Some(o) = v.as_object_mut() {
-                o.insert("apiVersion".into(), json!(rt.api_version()));
-            }
+        if named != insitu_api::conversion::V1ALPHA1
+            && named != insitu_api::conversion::V1BETA1
+            && let Some(o) = v.as_object_mut()
+        {
+            o.insert("apiVersion".into(), json!(rt.api_version()));
         }
         convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
     } else {
@@ -1210,7 +1229,8 @@ fn admit_cloneset(view: &ResourceType, name: &str, obj: Value, old: Option<&Valu
             let old_cs = parse_cloneset(view, name, &present_value(view, old.clone()))?;
             // Validation ratcheting (GA in 1.33): an unchanged type that v1alpha1 rejects (OnDelete, set through
             // v1beta1) does not block other changes made through v1alpha1.
-            let type_of = |c: &insitu_api::CloneSet| c.spec.update_strategy.as_ref().and_then(|u| u.type_.clone());
+            let type_of =
+                |c: &insitu_api::CloneSet| c.spec.update_strategy.as_ref().and_then(|u| u.type_.clone());
             let same_type = type_of(&new_cs) == type_of(&old_cs);
             insitu_api::validation::validate_update(&new_cs, &old_cs)
                 .into_iter()

@@ -18,13 +18,21 @@ fn schema(api_version: &str) -> &'static Value {
         };
         (of("v1alpha1"), of("v1beta1"))
     });
-    if api_version == insitu_api::conversion::V1BETA1 { beta } else { alpha }
+    if api_version == insitu_api::conversion::V1BETA1 {
+        beta
+    } else {
+        alpha
+    }
 }
 
 /// Prunes unknown fields, drops non-nullable nulls and applies defaults (on the whole object), with the schema
 /// of the object's own version.
 pub fn apply(obj: &mut Value) {
-    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let schema = schema(&version);
     if schema.is_null() {
         return;
