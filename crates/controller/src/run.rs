@@ -91,6 +91,8 @@ async fn resize_subresource(client: &kube::Client) -> bool {
     }
     tracing::warn!("server version unknown: resizes go through the pod update (Kruise's pre-1.32 path)");
     false
+}
+
 /// The CloneSets that own `obj`, matched by group and kind whatever the version, as Kubernetes' garbage collector
 /// matches owners. kube-runtime's `owns` compares the whole apiVersion, so pods that Kruise created with
 /// `apps.kruise.io/v1beta1` owner references (and ours, written with the storage version) would never reach the
