@@ -612,12 +612,7 @@ impl Exec<'_> {
                 "uid": uid,
             }
         });
-        self.ctx.metrics.write("patch", "pods");
-        match self
-            .pods()
-            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
+        match self.patch_owner_refs(pod, &patch).await {
             Ok(p) => {
                 self.expect(Expect::PodVersion(pod.to_string(), pod_version(&p.metadata)));
                 Ok(())
@@ -625,6 +620,14 @@ impl Exec<'_> {
             Err(e) if is_status(&e, 404) || is_status(&e, 422) => Ok(()),
             Err(e) => Err(action_err(format!("release pod {pod}"), e)),
         }
+    }
+
+    /// The strategic-merge patch of a pod's ownerReferences that release and adoption both send.
+    async fn patch_owner_refs(&self, pod: &str, patch: &serde_json::Value) -> Result<Pod, kube::Error> {
+        self.ctx.metrics.write("patch", "pods");
+        self.pods()
+            .patch(pod, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
     }
 
     /// Kruise claimPods adoption: first a fresh read of the CloneSet (refmanager `canAdopt`: same uid, not
@@ -647,12 +650,7 @@ impl Exec<'_> {
                 "uid": uid,
             }
         });
-        self.ctx.metrics.write("patch", "pods");
-        match self
-            .pods()
-            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
+        match self.patch_owner_refs(pod, &patch).await {
             Ok(p) => {
                 self.expect(Expect::PodVersion(pod.to_string(), pod_version(&p.metadata)));
                 self.remember(&p);

@@ -142,6 +142,26 @@ pub fn verbs() -> &'static [&'static str] {
 }
 
 /// Every served resource.
+/// The CloneSet resource as served in one version (every version is a view of the same storage).
+const fn cloneset(version: &'static str) -> ResourceType {
+    ResourceType {
+        group: "apps.kruise.io",
+        version,
+        resource: "clonesets",
+        singular: "cloneset",
+        kind: "CloneSet",
+        namespaced: true,
+        short_names: &["clone"],
+        categories: &["all"],
+        subresources: &["status", "scale"],
+        smp: false,
+        generation: true,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    }
+}
+
 pub static RESOURCES: &[ResourceType] = &[
     ResourceType {
         group: "",
@@ -257,38 +277,8 @@ pub static RESOURCES: &[ResourceType] = &[
     },
     // CloneSets: v1beta1 first (the preferred and storage version, as in Kruise master), v1alpha1 a converted
     // view of the same storage.
-    ResourceType {
-        group: "apps.kruise.io",
-        version: "v1beta1",
-        resource: "clonesets",
-        singular: "cloneset",
-        kind: "CloneSet",
-        namespaced: true,
-        short_names: &["clone"],
-        categories: &["all"],
-        subresources: &["status", "scale"],
-        smp: false,
-        generation: true,
-        create_on_update: false,
-        return_deleted: false,
-        fields: &[],
-    },
-    ResourceType {
-        group: "apps.kruise.io",
-        version: "v1alpha1",
-        resource: "clonesets",
-        singular: "cloneset",
-        kind: "CloneSet",
-        namespaced: true,
-        short_names: &["clone"],
-        categories: &["all"],
-        subresources: &["status", "scale"],
-        smp: false,
-        generation: true,
-        create_on_update: false,
-        return_deleted: false,
-        fields: &[],
-    },
+    cloneset("v1beta1"),
+    cloneset("v1alpha1"),
     // Container launch-priority barriers (`<pod>-barrier`, owned by their pod).
     ResourceType {
         group: "",
