@@ -15,7 +15,10 @@
 #   controller-manager.{pid,log}   only with CONTROLLER_MANAGER=1
 # Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS (word-split),
 #   CONTROLLER_MANAGER=1 also starts kube-controller-manager (namespace deletion, the `default` ServiceAccount,
-#   garbage collection, pvc-protection, ...: what a real cluster runs besides the apiserver).
+#   garbage collection, pvc-protection, ...: what a real cluster runs besides the apiserver),
+#   NODE_AUTHZ=1 authorizes kubelets as a real cluster does (--authorization-mode=Node,RBAC and the
+#   NodeRestriction admission plugin) and gives the apiserver a kubelet client certificate (pki/kubelet-client.*,
+#   system:masters): for a real node (e2e/real-node.sh).
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -88,6 +91,10 @@ gen_pki() {
     openssl req "${ec[@]}" -subj '/O=system:masters/CN=admin' -keyout admin.key -out admin.csr 2>/dev/null
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
       -extfile client.ext -out admin.crt 2>/dev/null
+    openssl req "${ec[@]}" -subj '/O=system:masters/CN=kube-apiserver-kubelet-client' \
+      -keyout kubelet-client.key -out kubelet-client.csr 2>/dev/null
+    openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
+      -extfile client.ext -out kubelet-client.crt 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     rm -f ./*.csr ./*.ext ca.srl
@@ -142,6 +149,11 @@ start_once() {
   while [[ "$peer_port" == "$etcd_port" ]]; do peer_port="$(free_port)"; done
   while [[ "$api_port" == "$etcd_port" || "$api_port" == "$peer_port" ]]; do api_port="$(free_port)"; done
 
+  local authz=(--authorization-mode=RBAC)
+  if [[ "${NODE_AUTHZ:-0}" == 1 ]]; then
+    authz=(--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
+      --kubelet-client-certificate="$wd/pki/kubelet-client.crt" --kubelet-client-key="$wd/pki/kubelet-client.key")
+  fi
   rm -rf "$wd/etcd-data"
   # setsid: own session/process group, so the caller's Ctrl-C or job control
   # does not hit them; stop is explicit via the pid files.
@@ -179,7 +191,7 @@ start_once() {
     --advertise-address=127.0.0.1 \
     --service-cluster-ip-range=10.0.0.0/24 \
     --allow-privileged=true \
-    --authorization-mode=RBAC \
+    "${authz[@]}" \
     --disable-admission-plugins=ServiceAccount \
     --endpoint-reconciler-type=none \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
