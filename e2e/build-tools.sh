@@ -5,6 +5,13 @@
 # (gitignored), or $E2E_BIN_DIR. kube-controller-manager is used by the Kruise
 # conformance tier (e2e/kruise/run), the others by both tiers.
 #
+#   e2e/build-tools.sh [--real-node]
+#
+# --real-node also builds what e2e/real-node.sh needs: kubelet (same module and
+# ldflags as the others, so Go's build cache is shared), a registry
+# (distribution v3) and crane (go-containerregistry). A cold kubelet build takes
+# ~20 min on 2 loaded cores; with the apiserver already in Go's cache ~3 min.
+#
 # Idempotent and cheap when up to date: if all binaries exist and a stamp of
 # the inputs (go.mod/go.sum, ldflags, go version, this script) is unchanged the
 # build is skipped entirely; otherwise `go build` runs and Go's build cache
@@ -18,6 +25,14 @@
 # Exit codes: 0 ok, 3 `go` not found, other = build failure.
 # The last line of output is the binary directory.
 set -euo pipefail
+
+REAL_NODE=0
+for a in "$@"; do
+  case "$a" in
+    --real-node) REAL_NODE=1 ;;
+    *) echo "build-tools.sh: unknown argument $a (usage: $0 [--real-node])" >&2; exit 2 ;;
+  esac
+done
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN_DIR="${E2E_BIN_DIR:-$E2E_DIR/bin}"
@@ -88,6 +103,38 @@ else
   # Not `| head -1`: under pipefail, etcd can die of SIGPIPE (exit 141) writing its later lines.
   "$BIN_DIR/etcd" --version | sed -n 1p
   echo "$WANT" >"$STAMP"
+fi
+
+# --- the real node's tools (e2e/real-node.sh) ---------------------------------------------------------------------
+REGISTRY_PKG="github.com/distribution/distribution/v3/cmd/registry@v3.1.2"
+CRANE_PKG="github.com/google/go-containerregistry/cmd/crane@v0.22.1"
+REAL_BINS=(kubelet registry crane)
+REAL_STAMP="$BIN_DIR/.build-stamp-real-node"
+real_stamp_value() {
+  { echo "$WANT|$REGISTRY_PKG|$CRANE_PKG"; } | sha256sum | cut -d' ' -f1
+}
+real_up_to_date() {
+  [[ "${FORCE:-0}" != 1 ]] || return 1
+  [[ -f "$REAL_STAMP" && "$(cat "$REAL_STAMP")" == "$(real_stamp_value)" ]] || return 1
+  local b
+  for b in "${REAL_BINS[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
+}
+if ((REAL_NODE)); then
+  if real_up_to_date; then
+    echo "build-tools.sh: real-node tools up to date (kubelet $K8S_VERSION, registry, crane)"
+  else
+    rm -f "$REAL_STAMP"
+    echo "build-tools.sh: building kubelet $K8S_VERSION (a cold build takes ~20 min; shares Go's cache with the apiserver)"
+    (cd "$K8S_MOD" && go build -p "$P" -trimpath -ldflags "$K8S_LDFLAGS" -o "$BIN_DIR/" k8s.io/kubernetes/cmd/kubelet)
+    # `go install pkg@version`: each tool in its own module's build list, pinned by the version above.
+    echo "build-tools.sh: building $REGISTRY_PKG and $CRANE_PKG"
+    # One `go install` per module (a pkg@version list must name one module).
+    for pkg in "$REGISTRY_PKG" "$CRANE_PKG"; do
+      (cd "$BIN_DIR" && GOBIN="$BIN_DIR" go install -p "$P" -trimpath -ldflags "-s -w" "$pkg")
+    done
+    "$BIN_DIR/kubelet" --version
+    real_stamp_value >"$REAL_STAMP"
+  fi
 fi
 
 echo "$BIN_DIR"
