@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
+use super::dryrun;
 use super::errors::{ApiError, ApiResult, FieldErr, quote};
 use super::patch::{self, PatchKind};
 use super::resources::{self, ResourceType};
@@ -148,6 +149,9 @@ impl ApiServer {
 
     fn route_request(&self, req: &ApiRequest) -> ApiResult<Response> {
         let rt = req.rt;
+        if matches!(req.method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
+            dryrun::requested(req, dryrun::options_kind(&req.method))?;
+        }
         if rt.namespaced && req.ns.is_none() {
             return if req.method == Method::GET && req.name.is_none() {
                 self.list_or_watch(req)
@@ -278,16 +282,22 @@ impl ApiServer {
 
     fn create(&self, req: &ApiRequest, ns: &str) -> ApiResult<Response> {
         let body = stored_form(req.rt, parse_object(req)?);
-        let obj = self.create_value(req.rt, ns, body)?;
+        let obj = self.create_value_as(req.rt, ns, body, req.dry_run())?;
         Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))
     }
 
     /// Creates an object (used by POST, by PUT/apply on a missing object, and at bootstrap).
-    pub(super) fn create_value(
+    pub(super) fn create_value(&self, view: &'static ResourceType, ns: &str, body: Value) -> ApiResult<Object> {
+        self.create_value_as(view, ns, body, false)
+    }
+
+    /// [`ApiServer::create_value`], or its dry run.
+    fn create_value_as(
         &self,
         view: &'static ResourceType,
         ns: &str,
         mut body: Value,
+        dry: bool,
     ) -> ApiResult<Object> {
         let rt = storage_rt(view);
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -327,7 +337,7 @@ impl ApiServer {
             } else {
                 name.clone()
             };
-            let res = self.store().write(&key, ns, &candidate, |cur, _| {
+            let res = self.write_or_preview(dry, &key, ns, &candidate, |cur, _| {
                 if cur.is_some() {
                     return Err(ApiError::already_exists(rt, &candidate));
                 }
@@ -448,7 +458,7 @@ impl ApiServer {
         }
         let node = self.resize_node(rt, ns, name, mode);
         let mut create = false;
-        let written = self.store().write(&rt.key(), ns, name, |cur, _| {
+        let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if rt.create_on_update && mode == Mode::Main {
                     create = true;
@@ -497,7 +507,7 @@ impl ApiServer {
         }
         let node = self.resize_node(rt, ns, name, mode);
         let mut create = false;
-        let written = self.store().write(&rt.key(), ns, name, |cur, _| {
+        let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if kind == PatchKind::Apply && mode == Mode::Main {
                     let body = stored_form(view, patch::parse_body(&req.body, true)?);
@@ -727,7 +737,7 @@ impl ApiServer {
     fn delete(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
         let opts = DeleteOpts::parse(req)?;
         let written = self.delete_one(req.rt, ns, name, &opts)?;
-        if req.rt.resource == "namespaces" && matches!(written, Written::Deleted(_)) {
+        if req.rt.resource == "namespaces" && !opts.dry && matches!(written, Written::Deleted(_)) {
             self.purge_namespace(name);
         }
         Ok(delete_response(req.rt, &written))
@@ -741,7 +751,7 @@ impl ApiServer {
         opts: &DeleteOpts,
     ) -> ApiResult<Written> {
         let now = self.now();
-        self.store().write(&rt.key(), ns, name, |cur, _| {
+        self.write_or_preview(opts.dry, &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else { return Err(ApiError::not_found(rt, name)) };
             let mut obj = cur.value();
             if let Some(uid) = &opts.uid
@@ -872,7 +882,7 @@ impl ApiServer {
         let view = req.rt;
         let rt = storage_rt(view);
         let body = patch::parse_body(&req.body, true)?;
-        let written = self.store().write(&rt.key(), ns, name, |cur, _| {
+        let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(rt, name));
             };
@@ -895,7 +905,7 @@ impl ApiServer {
         if kind == PatchKind::Strategic && !rt.smp {
             return Err(ApiError::unsupported_media(&patch::accepted(false)));
         }
-        let written = self.store().write(&rt.key(), ns, name, |cur, _| {
+        let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(rt, name));
             };
@@ -954,7 +964,7 @@ impl ApiServer {
             .and_then(Value::as_object)
             .cloned();
         let now = self.now_string();
-        self.store().write(&rt.key(), ns, name, |cur, _| {
+        self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else { return Err(ApiError::not_found(rt, name)) };
             let mut pod = cur.value();
             if pod.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
@@ -1283,6 +1293,8 @@ fn delete_response(rt: &ResourceType, w: &Written) -> Response {
 
 /// `DeleteOptions` from the body and query.
 struct DeleteOpts {
+    /// `dryRun=All` in the query or `"dryRun": ["All"]` in the body.
+    dry: bool,
     grace: Option<i64>,
     propagation: Option<String>,
     uid: Option<String>,
@@ -1316,7 +1328,22 @@ impl DeleteOpts {
         if propagation.is_none() && orphan == Some(true) {
             propagation = Some("Orphan".into());
         }
+        let body_dry: Vec<&str> = body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(bad) = body_dry.iter().find(|v| **v != "All") {
+            let message = format!("dryRun: Unsupported value: [{}]: supported values: \"All\"", quote(bad));
+            return Err(dryrun::options_invalid(
+                "DeleteOptions",
+                "dryRun",
+                "FieldValueNotSupported",
+                &message,
+            ));
+        }
         Ok(Self {
+            dry: req.dry_run() || !body_dry.is_empty(),
             grace,
             propagation,
             uid: body

@@ -5,6 +5,7 @@
 //! pod update rules, status/scale/binding/resize subresources, graceful deletion and finalizers.
 
 mod discovery;
+mod dryrun;
 mod errors;
 mod events;
 pub mod faults;
@@ -327,6 +328,11 @@ pub(crate) struct ApiRequest {
 impl ApiRequest {
     pub fn q(&self, key: &str) -> Option<&str> {
         self.query.get(key).map(String::as_str)
+    }
+
+    /// `dryRun=All` (validated by `route_request` before any write runs).
+    pub fn dry_run(&self) -> bool {
+        self.q("dryRun").is_some_and(|v| v.split(',').any(|x| x == "All"))
     }
 
     pub fn flag(&self, key: &str) -> bool {

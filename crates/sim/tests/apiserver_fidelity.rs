@@ -1,0 +1,147 @@
+//! kube-apiserver fidelity of the simulated apiserver: dry runs, 422 causes, field validation, metadata
+//! validation and size limits, as raw HTTP requests through the router (what kubectl sends).
+
+use insitu_sim::SimClock;
+use insitu_sim::apiserver::ApiServer;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+fn server() -> ApiServer {
+    let base = "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+    ApiServer::new(SimClock::new(base, 1.0))
+}
+
+/// An answer: status code, headers of interest (`warning`), JSON body.
+struct Answer {
+    code: u16,
+    warnings: Vec<String>,
+    body: Value,
+}
+
+/// A raw request through the router; `ct` is the body's Content-Type.
+async fn send(s: &ApiServer, method: &str, uri: &str, ct: &str, body: Vec<u8>) -> Answer {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", ct)
+        .header("accept", "application/json")
+        .body(axum::body::Body::from(body))
+        .expect("request");
+    let resp = s.router().oneshot(req).await.expect("response");
+    let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    Answer {
+        code,
+        warnings,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+async fn json_req(s: &ApiServer, method: &str, uri: &str, ct: &str, body: Value) -> Answer {
+    send(s, method, uri, ct, body.to_string().into_bytes()).await
+}
+
+async fn get(s: &ApiServer, uri: &str) -> Answer {
+    send(s, "GET", uri, "application/json", Vec::new()).await
+}
+
+const CS: &str = "/apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn cloneset(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}
+        }
+    })
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
+           "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}})
+}
+
+#[tokio::test(start_paused = true)]
+async fn dry_run_changes_nothing_on_any_verb() {
+    let s = server();
+    let merge = "application/merge-patch+json";
+    let created = json_req(&s, "POST", CS, "application/json", cloneset("web", 2)).await;
+    assert_eq!(created.code, 201, "{}", created.body);
+    let rv = s.stats().resource_version;
+    let url = format!("{CS}/web");
+
+    // Create: validated and defaulted, named, not stored.
+    let a = json_req(&s, "POST", &format!("{CS}?dryRun=All"), "application/json", cloneset("dry", 1)).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(a.body["metadata"]["name"], "dry");
+    assert!(a.body["metadata"]["uid"].is_string());
+    assert!(a.body["metadata"].get("resourceVersion").is_none(), "{}", a.body);
+    assert_eq!(get(&s, &format!("{CS}/dry")).await.code, 404);
+    // ...and still validated.
+    let a = json_req(&s, "POST", &format!("{CS}?dryRun=All"), "application/json", cloneset("dry", -1)).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+
+    // Update, patch, scale (PUT and PATCH), status, delete: the would-be object, nothing stored.
+    let mut body = get(&s, &url).await.body;
+    body["spec"]["replicas"] = json!(7);
+    let a = json_req(&s, "PUT", &format!("{url}?dryRun=All"), "application/json", body).await;
+    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(7)), "{}", a.body);
+    assert_eq!(a.body["metadata"]["generation"], 2, "the would-be generation");
+    let a = json_req(&s, "PATCH", &format!("{url}?dryRun=All"), merge, json!({"spec": {"replicas": 9}})).await;
+    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(9)), "{}", a.body);
+    let a = json_req(&s, "PATCH", &format!("{url}/scale?dryRun=All"), merge, json!({"spec": {"replicas": 5}})).await;
+    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(5)), "{}", a.body);
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 4}});
+    let a = json_req(&s, "PUT", &format!("{url}/scale?dryRun=All"), "application/json", scale).await;
+    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(4)), "{}", a.body);
+    let a = json_req(&s, "PATCH", &format!("{url}/status?dryRun=All"), merge, json!({"status": {"replicas": 3}})).await;
+    assert_eq!((a.code, a.body["status"]["replicas"].clone()), (200, json!(3)), "{}", a.body);
+    let a = send(&s, "DELETE", &format!("{url}?dryRun=All"), "application/json", Vec::new()).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]});
+    let a = json_req(&s, "DELETE", &url, "application/json", opts).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    let a = send(&s, "DELETE", &format!("{CS}?dryRun=All"), "application/json", Vec::new()).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+
+    // Pods: create, resize, binding, graceful delete.
+    let a = json_req(&s, "POST", &format!("{PODS}?dryRun=All"), "application/json", pod("p")).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(get(&s, &format!("{PODS}/p")).await.code, 404);
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dry-ns"}});
+    let a = json_req(&s, "POST", "/api/v1/namespaces?dryRun=All", "application/json", ns).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(get(&s, "/api/v1/namespaces/dry-ns").await.code, 404);
+    let a = send(&s, "DELETE", "/api/v1/namespaces/default?dryRun=All", "application/json", Vec::new()).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    assert_eq!(get(&s, "/api/v1/namespaces/default").await.body["status"]["phase"], "Active");
+
+    assert_eq!(s.stats().resource_version, rv, "no dry run moved the resourceVersion");
+    let live = get(&s, &url).await.body;
+    assert_eq!(live["spec"]["replicas"], 2);
+    assert_eq!(live["metadata"]["generation"], 1);
+    assert!(live.get("status").is_none_or(|st| st.get("replicas").is_none_or(|r| r != 3)));
+
+    // An unknown dryRun value is refused as ValidateDryRun does.
+    let a = json_req(&s, "POST", &format!("{CS}?dryRun=Yes"), "application/json", cloneset("x", 1)).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Yes\"]: supported values: \"All\""
+    );
+    assert_eq!(a.body["details"]["causes"][0]["field"], "dryRun");
+    assert_eq!(s.stats().resource_version, rv);
+}
