@@ -84,59 +84,178 @@ async fn dry_run_changes_nothing_on_any_verb() {
     let url = format!("{CS}/web");
 
     // Create: validated and defaulted, named, not stored.
-    let a = json_req(&s, "POST", &format!("{CS}?dryRun=All"), "application/json", cloneset("dry", 1)).await;
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{CS}?dryRun=All"),
+        "application/json",
+        cloneset("dry", 1),
+    )
+    .await;
     assert_eq!(a.code, 201, "{}", a.body);
     assert_eq!(a.body["metadata"]["name"], "dry");
     assert!(a.body["metadata"]["uid"].is_string());
     assert!(a.body["metadata"].get("resourceVersion").is_none(), "{}", a.body);
     assert_eq!(get(&s, &format!("{CS}/dry")).await.code, 404);
     // ...and still validated.
-    let a = json_req(&s, "POST", &format!("{CS}?dryRun=All"), "application/json", cloneset("dry", -1)).await;
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{CS}?dryRun=All"),
+        "application/json",
+        cloneset("dry", -1),
+    )
+    .await;
     assert_eq!(a.code, 422, "{}", a.body);
 
     // Update, patch, scale (PUT and PATCH), status, delete: the would-be object, nothing stored.
     let mut body = get(&s, &url).await.body;
     body["spec"]["replicas"] = json!(7);
     let a = json_req(&s, "PUT", &format!("{url}?dryRun=All"), "application/json", body).await;
-    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(7)), "{}", a.body);
+    assert_eq!(
+        (a.code, a.body["spec"]["replicas"].clone()),
+        (200, json!(7)),
+        "{}",
+        a.body
+    );
     assert_eq!(a.body["metadata"]["generation"], 2, "the would-be generation");
-    let a = json_req(&s, "PATCH", &format!("{url}?dryRun=All"), merge, json!({"spec": {"replicas": 9}})).await;
-    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(9)), "{}", a.body);
-    let a = json_req(&s, "PATCH", &format!("{url}/scale?dryRun=All"), merge, json!({"spec": {"replicas": 5}})).await;
-    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(5)), "{}", a.body);
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}?dryRun=All"),
+        merge,
+        json!({"spec": {"replicas": 9}}),
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.body["spec"]["replicas"].clone()),
+        (200, json!(9)),
+        "{}",
+        a.body
+    );
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}/scale?dryRun=All"),
+        merge,
+        json!({"spec": {"replicas": 5}}),
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.body["spec"]["replicas"].clone()),
+        (200, json!(5)),
+        "{}",
+        a.body
+    );
     let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 4}});
-    let a = json_req(&s, "PUT", &format!("{url}/scale?dryRun=All"), "application/json", scale).await;
-    assert_eq!((a.code, a.body["spec"]["replicas"].clone()), (200, json!(4)), "{}", a.body);
-    let a = json_req(&s, "PATCH", &format!("{url}/status?dryRun=All"), merge, json!({"status": {"replicas": 3}})).await;
-    assert_eq!((a.code, a.body["status"]["replicas"].clone()), (200, json!(3)), "{}", a.body);
-    let a = send(&s, "DELETE", &format!("{url}?dryRun=All"), "application/json", Vec::new()).await;
+    let a = json_req(
+        &s,
+        "PUT",
+        &format!("{url}/scale?dryRun=All"),
+        "application/json",
+        scale,
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.body["spec"]["replicas"].clone()),
+        (200, json!(4)),
+        "{}",
+        a.body
+    );
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}/status?dryRun=All"),
+        merge,
+        json!({"status": {"replicas": 3}}),
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.body["status"]["replicas"].clone()),
+        (200, json!(3)),
+        "{}",
+        a.body
+    );
+    let a = send(
+        &s,
+        "DELETE",
+        &format!("{url}?dryRun=All"),
+        "application/json",
+        Vec::new(),
+    )
+    .await;
     assert_eq!(a.code, 200, "{}", a.body);
     let opts = json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]});
     let a = json_req(&s, "DELETE", &url, "application/json", opts).await;
     assert_eq!(a.code, 200, "{}", a.body);
-    let a = send(&s, "DELETE", &format!("{CS}?dryRun=All"), "application/json", Vec::new()).await;
+    let a = send(
+        &s,
+        "DELETE",
+        &format!("{CS}?dryRun=All"),
+        "application/json",
+        Vec::new(),
+    )
+    .await;
     assert_eq!(a.code, 200, "{}", a.body);
 
     // Pods: create, resize, binding, graceful delete.
-    let a = json_req(&s, "POST", &format!("{PODS}?dryRun=All"), "application/json", pod("p")).await;
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{PODS}?dryRun=All"),
+        "application/json",
+        pod("p"),
+    )
+    .await;
     assert_eq!(a.code, 201, "{}", a.body);
     assert_eq!(get(&s, &format!("{PODS}/p")).await.code, 404);
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dry-ns"}});
-    let a = json_req(&s, "POST", "/api/v1/namespaces?dryRun=All", "application/json", ns).await;
+    let a = json_req(
+        &s,
+        "POST",
+        "/api/v1/namespaces?dryRun=All",
+        "application/json",
+        ns,
+    )
+    .await;
     assert_eq!(a.code, 201, "{}", a.body);
     assert_eq!(get(&s, "/api/v1/namespaces/dry-ns").await.code, 404);
-    let a = send(&s, "DELETE", "/api/v1/namespaces/default?dryRun=All", "application/json", Vec::new()).await;
+    let a = send(
+        &s,
+        "DELETE",
+        "/api/v1/namespaces/default?dryRun=All",
+        "application/json",
+        Vec::new(),
+    )
+    .await;
     assert_eq!(a.code, 200, "{}", a.body);
-    assert_eq!(get(&s, "/api/v1/namespaces/default").await.body["status"]["phase"], "Active");
+    assert_eq!(
+        get(&s, "/api/v1/namespaces/default").await.body["status"]["phase"],
+        "Active"
+    );
 
-    assert_eq!(s.stats().resource_version, rv, "no dry run moved the resourceVersion");
+    assert_eq!(
+        s.stats().resource_version,
+        rv,
+        "no dry run moved the resourceVersion"
+    );
     let live = get(&s, &url).await.body;
     assert_eq!(live["spec"]["replicas"], 2);
     assert_eq!(live["metadata"]["generation"], 1);
-    assert!(live.get("status").is_none_or(|st| st.get("replicas").is_none_or(|r| r != 3)));
+    assert!(
+        live.get("status")
+            .is_none_or(|st| st.get("replicas").is_none_or(|r| r != 3))
+    );
 
     // An unknown dryRun value is refused as ValidateDryRun does.
-    let a = json_req(&s, "POST", &format!("{CS}?dryRun=Yes"), "application/json", cloneset("x", 1)).await;
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{CS}?dryRun=Yes"),
+        "application/json",
+        cloneset("x", 1),
+    )
+    .await;
     assert_eq!(a.code, 422, "{}", a.body);
     assert_eq!(
         a.body["message"],
@@ -144,4 +263,162 @@ async fn dry_run_changes_nothing_on_any_verb() {
     );
     assert_eq!(a.body["details"]["causes"][0]["field"], "dryRun");
     assert_eq!(s.stats().resource_version, rv);
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_answers_carry_causes() {
+    let s = server();
+    let a = json_req(&s, "POST", CS, "application/json", cloneset("web", -1)).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "CloneSet.apps.kruise.io \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+    );
+    let cause = &a.body["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec.replicas");
+    assert_eq!(cause["reason"], "FieldValueInvalid");
+    assert_eq!(
+        cause["message"],
+        "Invalid value: -1: must be greater than or equal to 0"
+    );
+    assert_eq!(a.body["details"]["kind"], "CloneSet");
+
+    // The scale subresource names the field too.
+    assert_eq!(
+        json_req(&s, "POST", CS, "application/json", cloneset("web", 1))
+            .await
+            .code,
+        201
+    );
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{CS}/web/scale"),
+        "application/merge-patch+json",
+        json!({"spec": {"replicas": -3}}),
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(a.body["details"]["causes"][0]["field"], "spec.replicas");
+}
+
+#[tokio::test(start_paused = true)]
+async fn field_validation_strict_warn_ignore() {
+    let s = server();
+    assert_eq!(
+        json_req(&s, "POST", CS, "application/json", cloneset("web", 2))
+            .await
+            .code,
+        201
+    );
+    let url = format!("{CS}/web");
+    let typo = json!({"spec": {"updateStrategy": {"partiton": 3}}});
+    let merge = "application/merge-patch+json";
+
+    // Strict (kubectl's default): a patch whose result has an unknown field is refused, naming it.
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Strict"),
+        merge,
+        typo.clone(),
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    let msg = a.body["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("\"\" is invalid: patch: Invalid value: "),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(": strict decoding error: unknown field \"spec.updateStrategy.partiton\""),
+        "{msg}"
+    );
+    assert_eq!(a.body["details"]["causes"][0]["field"], "patch");
+    // Strict create: 400 with the decoder's wording.
+    let mut body = cloneset("typo", 1);
+    body["spec"]["updateStrategy"] = json!({"partiton": 1});
+    body["metadata"]["lables"] = json!({"a": "b"});
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{CS}?fieldValidation=Strict"),
+        "application/json",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "strict decoding error: unknown field \"metadata.lables\", unknown field \"spec.updateStrategy.partiton\""
+    );
+
+    // Warn: stored (pruned), one Warning header per field.
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Warn"),
+        merge,
+        typo.clone(),
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    assert_eq!(
+        a.warnings,
+        vec!["299 - \"unknown field \\\"spec.updateStrategy.partiton\\\"\"".to_string()]
+    );
+    assert!(a.body["spec"]["updateStrategy"].get("partiton").is_none());
+    // Ignore: silently dropped.
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Ignore"),
+        merge,
+        typo.clone(),
+    )
+    .await;
+    assert_eq!((a.code, a.warnings.len()), (200, 0), "{}", a.body);
+    // Unknown directive.
+    let a = json_req(&s, "PATCH", &format!("{url}?fieldValidation=Loud"), merge, typo).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loud\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
+
+    // Built-in kinds: the typed decoder's unknown fields, and its type errors.
+    let mut p = pod("p");
+    p["spec"]["containers"][0]["imagee"] = json!("nginx");
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{PODS}?fieldValidation=Strict"),
+        "application/json",
+        p.clone(),
+    )
+    .await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "strict decoding error: unknown field \"spec.containers[0].imagee\""
+    );
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{PODS}?fieldValidation=Warn"),
+        "application/json",
+        p,
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(a.warnings.len(), 1);
+    let mut bad = pod("q");
+    bad["status"] = json!({"startTime": "not-a-time"});
+    let a = json_req(&s, "POST", PODS, "application/json", bad).await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    let msg = a.body["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("Pod in version \"v1\" cannot be handled as a Pod: "),
+        "{msg}"
+    );
 }

@@ -30,11 +30,21 @@ pub(super) fn requested(req: &ApiRequest, options_kind: &str) -> ApiResult<bool>
         "dryRun: Unsupported value: [{}]: supported values: \"All\"",
         shown.join(",")
     );
-    Err(options_invalid(options_kind, "dryRun", "FieldValueNotSupported", &message))
+    Err(options_invalid(
+        options_kind,
+        "dryRun",
+        "FieldValueNotSupported",
+        &message,
+    ))
 }
 
 /// The 422 for an invalid `CreateOptions`/`UpdateOptions`/`PatchOptions`/`DeleteOptions` field.
-pub(super) fn options_invalid(options_kind: &str, field: &str, reason: &'static str, message: &str) -> ApiError {
+pub(super) fn options_invalid(
+    options_kind: &str,
+    field: &str,
+    reason: &'static str,
+    message: &str,
+) -> ApiError {
     let detail = message
         .strip_prefix(&format!("{field}: "))
         .unwrap_or(message)

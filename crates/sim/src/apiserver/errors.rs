@@ -82,6 +82,19 @@ pub fn aggregate(errs: &[FieldErr]) -> String {
     }
 }
 
+/// The `details.causes[].reason` of an `insitu_api` error kind (apimachinery's `field.ErrorType`).
+fn cause_reason(kind: &insitu_api::validation::ErrorKind) -> &'static str {
+    use insitu_api::validation::ErrorKind as K;
+    match kind {
+        K::Invalid(_) => "FieldValueInvalid",
+        K::Required => "FieldValueRequired",
+        K::Forbidden => "FieldValueForbidden",
+        K::NotSupported(_) => "FieldValueNotSupported",
+        K::Duplicate(_) => "FieldValueDuplicate",
+        K::NotFound(_) => "FieldValueNotFound",
+    }
+}
+
 /// An error answer.
 #[derive(Clone, Debug)]
 pub struct ApiError {
@@ -193,14 +206,36 @@ impl ApiError {
         }
     }
 
-    /// 422 with an already-aggregated message (CloneSet validation from `insitu_api`).
-    pub fn invalid_msg(rt: &ResourceType, name: &str, aggregate: &str) -> Self {
+    /// 422 with one message and no field path (a body the CloneSet types cannot hold): one cause carries the
+    /// message so that kubectl prints it.
+    pub fn invalid_msg(rt: &ResourceType, name: &str, message: &str) -> Self {
+        let mut d = details(rt, name, rt.kind);
+        d["causes"] = json!([{"reason": "FieldValueInvalid", "message": message}]);
         Self {
             code: 422,
             reason: "Invalid",
-            message: format!("{} \"{}\" is invalid: {}", rt.qualified_kind(), name, aggregate),
-            details: Some(details(rt, name, rt.kind)),
+            message: format!("{} \"{}\" is invalid: {}", rt.qualified_kind(), name, message),
+            details: Some(d),
         }
+    }
+
+    /// 422 from `insitu_api` CloneSet validation errors, with one `details.causes` entry per error.
+    pub fn invalid_cloneset(
+        rt: &ResourceType,
+        name: &str,
+        errs: &[insitu_api::validation::FieldError],
+    ) -> Self {
+        let mut seen = std::collections::BTreeSet::new();
+        let fields: Vec<FieldErr> = errs
+            .iter()
+            .filter(|e| seen.insert(e.to_string()))
+            .map(|e| FieldErr {
+                field: e.field.clone(),
+                reason: cause_reason(&e.kind),
+                message: e.to_string(),
+            })
+            .collect();
+        Self::invalid(rt, name, &fields)
     }
 
     /// 403 `<resource> "<name>" is forbidden: <why>` (admission refusals).

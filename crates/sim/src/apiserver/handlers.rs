@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::dryrun;
 use super::errors::{ApiError, ApiResult, FieldErr, quote};
+use super::fieldvalidation::{FieldCheck, Source};
 use super::patch::{self, PatchKind};
 use super::resources::{self, ResourceType};
 use super::selectors::{FieldSelector, LabelSelector, Selectors};
@@ -149,7 +150,10 @@ impl ApiServer {
 
     fn route_request(&self, req: &ApiRequest) -> ApiResult<Response> {
         let rt = req.rt;
-        if matches!(req.method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
+        if matches!(
+            req.method,
+            Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        ) {
             dryrun::requested(req, dryrun::options_kind(&req.method))?;
         }
         if rt.namespaced && req.ns.is_none() {
@@ -163,7 +167,10 @@ impl ApiServer {
         let Some(name) = req.name.clone() else {
             return match req.method {
                 Method::GET => self.list_or_watch(req),
-                Method::POST => self.create(req, &ns),
+                Method::POST => {
+                    let fv = FieldCheck::from_request(req)?;
+                    Ok(fv.finish(self.create(req, &ns, &fv)?))
+                }
                 Method::DELETE => self.delete_collection(req, &ns),
                 _ => Err(ApiError::method_not_allowed()),
             };
@@ -174,8 +181,14 @@ impl ApiServer {
         match req.sub.as_deref() {
             None => match req.method {
                 Method::GET => self.get(req, &ns, &name),
-                Method::PUT => self.update(req, &ns, &name, Mode::Main),
-                Method::PATCH => self.patch(req, &ns, &name, Mode::Main),
+                Method::PUT => {
+                    let fv = FieldCheck::from_request(req)?;
+                    Ok(fv.finish(self.update(req, &ns, &name, Mode::Main, &fv)?))
+                }
+                Method::PATCH => {
+                    let fv = FieldCheck::from_request(req)?;
+                    Ok(fv.finish(self.patch(req, &ns, &name, Mode::Main, &fv)?))
+                }
                 Method::DELETE => self.delete(req, &ns, &name),
                 _ => Err(ApiError::method_not_allowed()),
             },
@@ -198,8 +211,14 @@ impl ApiServer {
                 };
                 match req.method {
                     Method::GET => self.get(req, &ns, &name),
-                    Method::PUT => self.update(req, &ns, &name, mode),
-                    Method::PATCH => self.patch(req, &ns, &name, mode),
+                    Method::PUT => {
+                        let fv = FieldCheck::from_request(req)?;
+                        Ok(fv.finish(self.update(req, &ns, &name, mode, &fv)?))
+                    }
+                    Method::PATCH => {
+                        let fv = FieldCheck::from_request(req)?;
+                        Ok(fv.finish(self.patch(req, &ns, &name, mode, &fv)?))
+                    }
                     _ => Err(ApiError::method_not_allowed()),
                 }
             }
@@ -280,14 +299,21 @@ impl ApiServer {
 
     // ---------- create ----------
 
-    fn create(&self, req: &ApiRequest, ns: &str) -> ApiResult<Response> {
-        let body = stored_form(req.rt, parse_object(req)?);
+    fn create(&self, req: &ApiRequest, ns: &str, fv: &FieldCheck) -> ApiResult<Response> {
+        let raw = parse_object(req)?;
+        fv.check(req.rt, &raw, Source::Body)?;
+        let body = stored_form(req.rt, raw);
         let obj = self.create_value_as(req.rt, ns, body, req.dry_run())?;
         Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))
     }
 
     /// Creates an object (used by POST, by PUT/apply on a missing object, and at bootstrap).
-    pub(super) fn create_value(&self, view: &'static ResourceType, ns: &str, body: Value) -> ApiResult<Object> {
+    pub(super) fn create_value(
+        &self,
+        view: &'static ResourceType,
+        ns: &str,
+        body: Value,
+    ) -> ApiResult<Object> {
         self.create_value_as(view, ns, body, false)
     }
 
@@ -449,9 +475,18 @@ impl ApiServer {
 
     // ---------- update / patch ----------
 
-    fn update(&self, req: &ApiRequest, ns: &str, name: &str, mode: Mode) -> ApiResult<Response> {
+    fn update(
+        &self,
+        req: &ApiRequest,
+        ns: &str,
+        name: &str,
+        mode: Mode,
+        fv: &FieldCheck,
+    ) -> ApiResult<Response> {
         let rt = storage_rt(req.rt);
-        let body = stored_form(req.rt, parse_object(req)?);
+        let raw = parse_object(req)?;
+        fv.check(req.rt, &raw, Source::Body)?;
+        let body = stored_form(req.rt, raw);
         if rt.create_on_update {
             // Checked outside the store lock (the store is not re-entrant).
             self.ensure_namespace(rt, ns)?;
@@ -494,7 +529,14 @@ impl ApiServer {
         written_response(req.rt, code, &written)
     }
 
-    fn patch(&self, req: &ApiRequest, ns: &str, name: &str, mode: Mode) -> ApiResult<Response> {
+    fn patch(
+        &self,
+        req: &ApiRequest,
+        ns: &str,
+        name: &str,
+        mode: Mode,
+        fv: &FieldCheck,
+    ) -> ApiResult<Response> {
         let view = req.rt;
         let rt = storage_rt(view);
         let kind = PatchKind::from_content_type(req.content_type())
@@ -510,7 +552,9 @@ impl ApiServer {
         let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if kind == PatchKind::Apply && mode == Mode::Main {
-                    let body = stored_form(view, patch::parse_body(&req.body, true)?);
+                    let raw = patch::parse_body(&req.body, true)?;
+                    fv.check(view, &raw, Source::Body)?;
+                    let body = stored_form(view, raw);
                     create = true;
                     return self
                         .prepare_create(Target { rt, view, ns, name }, body)
@@ -522,6 +566,7 @@ impl ApiServer {
             // Patches apply to the object as the client sees it.
             let mut new = present_value(view, old.clone());
             patch::apply(kind, &mut new, &req.body)?;
+            fv.check(view, &new, Source::Patch)?;
             let new = stored_form(view, new);
             check_rv(rt, name, &new, &old)?;
             self.finish_update(Target { rt, view, ns, name }, mode, new, &old, node.as_ref())
@@ -1138,7 +1183,13 @@ fn scale_replicas(name: &str, scale: &Value) -> ApiResult<i64> {
             message: format!(
                 "Scale.autoscaling \"{name}\" is invalid: spec.replicas: Invalid value: {r}: must be greater than or equal to 0"
             ),
-            details: Some(json!({"name": name, "group": "autoscaling", "kind": "Scale"})),
+            details: Some(
+                json!({"name": name, "group": "autoscaling", "kind": "Scale", "causes": [{
+                    "reason": "FieldValueInvalid",
+                    "message": format!("Invalid value: {r}: must be greater than or equal to 0"),
+                    "field": "spec.replicas",
+                }]}),
+            ),
         });
     }
     Ok(r)
@@ -1249,11 +1300,7 @@ fn admit_cloneset(view: &ResourceType, name: &str, obj: Value, old: Option<&Valu
         }
     };
     if !errs.is_empty() {
-        return Err(ApiError::invalid_msg(
-            view,
-            name,
-            &insitu_api::validation::aggregate(&errs),
-        ));
+        return Err(ApiError::invalid_cloneset(view, name, &errs));
     }
     let mut stored = stored_form(view, v);
     structural::apply(&mut stored);
@@ -1334,7 +1381,10 @@ impl DeleteOpts {
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         if let Some(bad) = body_dry.iter().find(|v| **v != "All") {
-            let message = format!("dryRun: Unsupported value: [{}]: supported values: \"All\"", quote(bad));
+            let message = format!(
+                "dryRun: Unsupported value: [{}]: supported values: \"All\"",
+                quote(bad)
+            );
             return Err(dryrun::options_invalid(
                 "DeleteOptions",
                 "dryRun",

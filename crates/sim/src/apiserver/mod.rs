@@ -9,6 +9,7 @@ mod dryrun;
 mod errors;
 mod events;
 pub mod faults;
+mod fieldvalidation;
 mod handlers;
 mod patch;
 mod pods;

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 /// The CloneSet's `openAPIV3Schema` of each served version, computed once.
-fn schema(api_version: &str) -> &'static Value {
+pub(super) fn schema(api_version: &str) -> &'static Value {
     static SCHEMAS: OnceLock<(Value, Value)> = OnceLock::new();
     let (alpha, beta) = SCHEMAS.get_or_init(|| {
         let crd = serde_json::to_value(insitu_api::crd::crd()).unwrap_or(Value::Null);

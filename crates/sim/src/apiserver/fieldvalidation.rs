@@ -1,0 +1,353 @@
+//! `fieldValidation` (Strict/Warn/Ignore) and the decoding checks behind it, as kube-apiserver does them:
+//! unknown fields found by the CloneSet's structural schema (the CRD handler's pruning) or by decoding a built-in
+//! kind into its typed form (the strict JSON decoder), type errors (CloneSet: 422 `FieldValueTypeInvalid`;
+//! built-ins: 400 `<Kind> in version "v1" cannot be handled as a <Kind>`), `Warning` headers for Warn.
+//!
+//! Deviation, for speed: with no `fieldValidation` parameter (the real default is Warn) built-in kinds are
+//! decoded for type errors but unknown fields are not looked for; kubectl always sends the parameter, in-process
+//! controllers never do. Duplicate JSON fields are not detected (the last one wins, as under Ignore).
+
+use std::sync::Mutex;
+
+use axum::http::HeaderValue;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::ApiRequest;
+use super::dryrun;
+use super::errors::{ApiError, ApiResult, FieldErr, quote};
+use super::resources::ResourceType;
+use super::structural;
+
+/// The `fieldValidation` directive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Directive {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// One write's field validation: its directive and the warnings it collected.
+pub(super) struct FieldCheck {
+    directive: Directive,
+    /// The parameter was sent (see the module note on the default).
+    explicit: bool,
+    warnings: Mutex<Vec<String>>,
+}
+
+/// Where the checked object came from: the error shapes differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A create or update body: 400 BadRequest.
+    Body,
+    /// The result of a patch: 422 `patch: Invalid value: "<object>"`.
+    Patch,
+}
+
+impl FieldCheck {
+    /// From the request's `fieldValidation` parameter; an unknown value is `ValidateFieldValidation`'s 422.
+    pub(super) fn from_request(req: &ApiRequest) -> ApiResult<Self> {
+        let raw = req.q("fieldValidation").unwrap_or("");
+        let directive = match raw {
+            "" | "Warn" => Directive::Warn,
+            "Ignore" => Directive::Ignore,
+            "Strict" => Directive::Strict,
+            other => {
+                let message = format!(
+                    "fieldValidation: Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    quote(other)
+                );
+                return Err(dryrun::options_invalid(
+                    dryrun::options_kind(&req.method),
+                    "fieldValidation",
+                    "FieldValueNotSupported",
+                    &message,
+                ));
+            }
+        };
+        Ok(Self {
+            directive,
+            explicit: !raw.is_empty(),
+            warnings: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Checks `obj` (in the version `view` serves, before pruning or conversion): type errors always fail,
+    /// unknown fields fail under Strict, become warnings under Warn.
+    pub(super) fn check(&self, view: &ResourceType, obj: &Value, source: Source) -> ApiResult<()> {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut unknown = Vec::new();
+        if view.is_cloneset() {
+            let schema = structural::schema(&view.api_version());
+            let mut errs = Vec::new();
+            walk_schema(obj, schema, "", &mut unknown, &mut errs);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(view, name, &errs));
+            }
+        } else {
+            let typed = match typed_roundtrip(view, obj) {
+                None => return Ok(()),
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
+            };
+            if self.explicit && self.directive != Directive::Ignore {
+                dropped(obj, Some(&typed), "", &mut unknown);
+            }
+        }
+        if view.is_cloneset() || view.resource != "customresourcedefinitions" {
+            metadata_unknown(obj, &mut unknown);
+        }
+        if unknown.is_empty() || self.directive == Directive::Ignore {
+            return Ok(());
+        }
+        unknown.sort();
+        unknown.dedup();
+        let msgs: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field {}", quote(f)))
+            .collect();
+        if self.directive == Directive::Warn {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(msgs);
+            return Ok(());
+        }
+        let strict = format!("strict decoding error: {}", msgs.join(", "));
+        Err(match source {
+            Source::Body => ApiError::bad_request(strict),
+            Source::Patch => patch_invalid(obj, &strict),
+        })
+    }
+
+    /// Adds the collected warnings to a response as `Warning: 299 - "<text>"` headers.
+    pub(super) fn finish(&self, mut resp: Response) -> Response {
+        let warnings = std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()));
+        for w in warnings {
+            if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", quote(&w))) {
+                resp.headers_mut().append("warning", v);
+            }
+        }
+        resp
+    }
+}
+
+/// The 422 a patch whose result does not decode gets: `"" is invalid: patch: Invalid value: "<object>": <why>`.
+fn patch_invalid(obj: &Value, why: &str) -> ApiError {
+    let rendered = quote(&obj.to_string());
+    ApiError {
+        code: 422,
+        reason: "Invalid",
+        message: format!("\"\" is invalid: patch: Invalid value: {rendered}: {why}"),
+        details: Some(json!({"causes": [{
+            "reason": "FieldValueInvalid",
+            "message": format!("Invalid value: {rendered}: {why}"),
+            "field": "patch",
+        }]})),
+    }
+}
+
+fn decode_error(view: &ResourceType, obj: &Value, source: Source, e: &serde_json::Error) -> ApiError {
+    let why = format!(
+        "{} in version {} cannot be handled as a {}: {e}",
+        view.kind,
+        quote(view.version),
+        view.kind
+    );
+    match source {
+        Source::Body => ApiError::bad_request(why),
+        Source::Patch => patch_invalid(obj, &e.to_string()),
+    }
+}
+
+/// Decodes a built-in kind into its k8s-openapi type and encodes it back (`None`: a kind without a typed form).
+fn typed_roundtrip(view: &ResourceType, obj: &Value) -> Option<Result<Value, serde_json::Error>> {
+    use k8s_openapi::api::{apps, coordination, core, events};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+    fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, serde_json::Error> {
+        let typed: T = serde_json::from_value(v.clone())?;
+        serde_json::to_value(typed)
+    }
+    Some(match (view.group, view.resource) {
+        ("", "pods") => rt::<core::v1::Pod>(obj),
+        ("", "namespaces") => rt::<core::v1::Namespace>(obj),
+        ("", "nodes") => rt::<core::v1::Node>(obj),
+        ("", "events") => rt::<core::v1::Event>(obj),
+        ("", "persistentvolumeclaims") => rt::<core::v1::PersistentVolumeClaim>(obj),
+        ("", "configmaps") => rt::<core::v1::ConfigMap>(obj),
+        ("events.k8s.io", "events") => rt::<events::v1::Event>(obj),
+        ("apps", "controllerrevisions") => rt::<apps::v1::ControllerRevision>(obj),
+        ("coordination.k8s.io", "leases") => rt::<coordination::v1::Lease>(obj),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => rt::<apiext::CustomResourceDefinition>(obj),
+        _ => return None,
+    })
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Paths present (non-null) in `input` but gone from its typed round trip: the fields the typed decoder ignored.
+fn dropped(input: &Value, output: Option<&Value>, path: &str, out: &mut Vec<String>) {
+    match input {
+        Value::Object(m) => {
+            for (k, v) in m {
+                if v.is_null() || (path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind")) {
+                    continue;
+                }
+                let p = join(path, k);
+                match output.and_then(|o| o.get(k)) {
+                    None if output.is_some_and(Value::is_object) => out.push(p),
+                    None => {}
+                    Some(o) => dropped(v, Some(o), &p, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                dropped(v, output.and_then(|o| o.get(i)), &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// ObjectMeta's fields (unknown ones under `metadata` are reported for every kind, as `objectmeta.Coerce` and
+/// the typed decoder do).
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+fn metadata_unknown(obj: &Value, out: &mut Vec<String>) {
+    if let Some(m) = obj.get("metadata").and_then(Value::as_object) {
+        for (k, v) in m {
+            if !v.is_null() && !OBJECT_META_FIELDS.contains(&k.as_str()) {
+                out.push(format!("metadata.{k}"));
+            }
+        }
+    }
+}
+
+fn preserves(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// JSON type name as go-openapi reports it.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_ok(v: &Value, schema: &Value) -> bool {
+    if schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+        return matches!(type_name(v), "integer" | "string");
+    }
+    let Some(want) = schema.get("type").and_then(Value::as_str) else {
+        return true;
+    };
+    // Nulls are dropped (or kept, if nullable) by the structural pass, never a type error.
+    match (want, type_name(v)) {
+        (_, "null") => true,
+        ("number", "integer") => true,
+        (w, got) => w == got,
+    }
+}
+
+/// Walks a CloneSet against its structural schema: unknown fields (what pruning would drop) and type errors
+/// (`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`).
+fn walk_schema(v: &Value, schema: &Value, path: &str, unknown: &mut Vec<String>, errs: &mut Vec<FieldErr>) {
+    if !path.is_empty() && !type_ok(v, schema) {
+        let want = schema.get("type").and_then(Value::as_str).unwrap_or("string");
+        let got = type_name(v);
+        errs.push(FieldErr {
+            field: path.to_string(),
+            reason: "FieldValueTypeInvalid",
+            message: format!(
+                "{path}: Invalid value: {}: {path} in body must be of type {want}: {}",
+                quote(got),
+                quote(got)
+            ),
+        });
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, child) in m {
+                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let p = join(path, k);
+                match (props.and_then(|ps| ps.get(k)), additional) {
+                    (Some(sub), _) => walk_schema(child, sub, &p, unknown, errs),
+                    (None, Some(add)) => walk_schema(child, add, &p, unknown, errs),
+                    (None, None) if props.is_some() && !preserves(schema) && !child.is_null() => {
+                        unknown.push(p)
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    walk_schema(item, item_schema, &format!("{path}[{i}]"), unknown, errs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_roundtrip_finds_dropped_fields() {
+        let input = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "x", "imagee": "y"}], "nodeSelecter": {}}});
+        let rt = resources_pods();
+        let out = typed_roundtrip(rt, &input).and_then(Result::ok);
+        let mut unknown = Vec::new();
+        dropped(&input, out.as_ref(), "", &mut unknown);
+        unknown.sort();
+        assert_eq!(unknown, vec!["spec.containers[0].imagee", "spec.nodeSelecter"]);
+    }
+
+    fn resources_pods() -> &'static ResourceType {
+        super::super::resources::find("", "v1", "pods").unwrap_or(&super::super::resources::RESOURCES[1])
+    }
+}
