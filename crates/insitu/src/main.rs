@@ -1,14 +1,16 @@
 //! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
 #![forbid(unsafe_code)]
 
-use insitu::{bench_cmd, demo, nodes_cmd, plan_cmd, run_cmd, torture, up_cmd};
+use insitu::{
+    bench_cmd, demo, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd, torture, up_cmd,
+};
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Subcommand};
 
 /// In-place update CloneSet controller (OpenKruise drop-in), with an embedded simulated cluster.
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "insitu", version, about)]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +43,27 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Seeded fault injection on the embedded cluster (virtual time) with an invariant checker.
     Torture(torture::TortureArgs),
+    /// Show a CloneSet's rollout: progress, current batch, and each pod's lifecycle state and stage (`-w` watches).
+    Status(status_cmd::StatusArgs),
+    /// Change a CloneSet's template: `set image cloneset/NAME CONTAINER=IMAGE ...`.
+    Set(set_cmd::SetArgs),
+    /// Manage a CloneSet's rollout: pause, resume, undo, history, restart (as kubectl-kruise).
+    Rollout(rollout_cmd::RolloutArgs),
+}
+
+/// Installed as `kubectl-insitu`, the binary is a kubectl plugin: `kubectl insitu status ...` runs it with
+/// argv[0] `kubectl-insitu`, and its help then says `kubectl insitu`.
+fn command_name() -> &'static str {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let base = std::path::Path::new(&argv0)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if base == "kubectl-insitu" {
+        "kubectl insitu"
+    } else {
+        "insitu"
+    }
 }
 
 fn init_tracing(default: &str) {
@@ -53,7 +76,11 @@ fn init_tracing(default: &str) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().bin_name(command_name()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Demo(args) => {
             init_tracing("warn");
@@ -78,6 +105,18 @@ fn main() -> ExitCode {
         Command::Torture(args) => {
             init_tracing("error");
             torture::main(args)
+        }
+        Command::Status(args) => {
+            init_tracing("warn");
+            status_cmd::main(args)
+        }
+        Command::Set(args) => {
+            init_tracing("warn");
+            set_cmd::main(args)
+        }
+        Command::Rollout(args) => {
+            init_tracing("warn");
+            rollout_cmd::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd(args) => match args.webhook_url {
