@@ -207,8 +207,10 @@ pub async fn run(client: kube::Client, namespace: &str, verb: &Verb) -> anyhow::
                     rev.revision
                 ));
             }
+            // The generation moves with every spec change (not with status writes): a template changed
+            // since it was compared with the revision makes the apiserver refuse the patch.
             let ops = json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": cs.resource_version()},
+                {"op": "test", "path": "/metadata/generation", "value": cs.metadata.generation},
                 {"op": "replace", "path": "/spec/template", "value": stored_template(rev)?},
             ]);
             crate::set_cmd::json_patch(&api, &name, ops).await?;
