@@ -3,6 +3,8 @@
 
 pub mod bench_cmd;
 pub mod demo;
+pub mod image_flags;
+pub mod logging;
 pub mod monitor;
 pub mod nodes_cmd;
 pub mod plan_cmd;

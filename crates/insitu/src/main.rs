@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use insitu::{
-    bench_cmd, demo, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd, torture, up_cmd,
+    bench_cmd, demo, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd, torture, up_cmd,
 };
 
 use std::process::ExitCode;
@@ -13,6 +13,9 @@ use clap::{CommandFactory as _, FromArgMatches as _, Subcommand};
 #[derive(clap::Parser)]
 #[command(name = "insitu", version, about)]
 struct Cli {
+    /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,21 +69,13 @@ fn command_name() -> &'static str {
     }
 }
 
-fn init_tracing(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 fn main() -> ExitCode {
     let matches = Cli::command().bin_name(command_name()).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    let init_tracing = |default: &str| logging::init(default, cli.log_format);
     let result = match cli.command {
         Command::Demo(args) => {
             init_tracing("warn");

@@ -13,10 +13,11 @@ use std::time::Duration;
 use insitu_sim::Clock;
 use insitu_sim::cluster::{NodesConfig, run_nodes};
 use insitu_sim::gc::{self, GcConfig};
-use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
+use insitu_sim::kubelet::{ImageProfile, ImageProfiles};
 use insitu_sim::scheduler::{self, SchedulerConfig};
 use k8s_openapi::jiff::Timestamp;
 
+use crate::image_flags::{ImageFlags, secs};
 use crate::run_cmd::client_from;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -39,47 +40,13 @@ pub struct NodesArgs {
     /// Seconds from "image present" to "container running".
     #[arg(long, default_value_t = 1.0)]
     pub start_seconds: f64,
-    /// Images matching this glob (`*` wildcards; raw or normalized reference) exit with code 1 shortly after
-    /// every start → CrashLoopBackOff. Repeatable, or comma-separated in $INSITU_NODES_CRASH_IMAGES.
-    #[arg(
-        long = "crash-image",
-        value_name = "GLOB",
-        env = "INSITU_NODES_CRASH_IMAGES",
-        value_delimiter = ','
-    )]
-    pub crash_images: Vec<String>,
-    /// Seconds a crashing image runs before it exits (below a readiness probe's initial delay, the pod never
-    /// turns Ready, like an application that fails at startup).
-    #[arg(long, default_value_t = 0.5)]
-    pub crash_after_seconds: f64,
-    /// Images matching this glob never pull → ErrImagePull / ImagePullBackOff. Repeatable, or comma-separated in
-    /// $INSITU_NODES_PULL_FAIL_IMAGES.
-    #[arg(
-        long = "pull-fail-image",
-        value_name = "GLOB",
-        env = "INSITU_NODES_PULL_FAIL_IMAGES",
-        value_delimiter = ','
-    )]
-    pub pull_fail_images: Vec<String>,
-    /// Images matching this glob have a default command that exits 0 at once (e.g. busybox's `sh` with no
-    /// terminal): a container that sets no `command` is Completed, then CrashLoopBackOff under restartPolicy
-    /// Always. Repeatable, or comma-separated in $INSITU_NODES_EXIT_IMAGES.
-    #[arg(
-        long = "exit-image",
-        value_name = "GLOB",
-        env = "INSITU_NODES_EXIT_IMAGES",
-        value_delimiter = ','
-    )]
-    pub exit_images: Vec<String>,
+    #[command(flatten)]
+    pub failures: ImageFlags,
     /// Also act as kruise-daemon's container-meta controller on these nodes: restart containers whose env
     /// from a pod label/annotation changed during an in-place update, and report
     /// `apps.kruise.io/runtime-containers-meta` for pods with such env.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub kruise_daemon: bool,
-    /// The registry's digest of a tag, `REF=sha256:<64 hex>` (repeatable): the kubelet reports it as the
-    /// container's imageID, so two tags of one digest report the same imageID (an image re-tagged).
-    #[arg(long = "image-digest", value_name = "REF=DIGEST")]
-    pub image_digests: Vec<String>,
     /// Node lease renewal interval in seconds (0 disables heartbeats).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,
@@ -99,10 +66,6 @@ pub struct NodesArgs {
     pub no_events: bool,
 }
 
-fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s.max(0.0))
-}
-
 impl NodesArgs {
     /// The image behaviour these flags describe; a malformed `--image-digest` is an error naming it.
     pub fn images(&self) -> anyhow::Result<ImageProfiles> {
@@ -111,33 +74,11 @@ impl NodesArgs {
             start: secs(self.start_seconds),
             ..ImageProfile::default()
         };
-        let mut profiles = ImageProfiles {
+        let profiles = ImageProfiles {
             default,
             ..ImageProfiles::default()
         };
-        for glob in self.crash_images.iter().filter(|g| !g.is_empty()) {
-            let fail = ImageFailure::CrashAfter(secs(self.crash_after_seconds));
-            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
-        }
-        for glob in self.pull_fail_images.iter().filter(|g| !g.is_empty()) {
-            let fail = ImageFailure::NeverPulls;
-            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
-        }
-        for glob in self.exit_images.iter().filter(|g| !g.is_empty()) {
-            let fail = ImageFailure::ExitsAtOnce;
-            profiles = profiles.with(glob.clone(), ImageProfile { fail, ..default });
-        }
-        for spec in &self.image_digests {
-            let (reference, digest) = spec.split_once('=').ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--image-digest {spec:?}: expected REF=sha256:<64 hex>, e.g. nginx:alpine=sha256:…"
-                )
-            })?;
-            profiles = profiles
-                .with_digest(reference.trim(), digest.trim())
-                .map_err(|e| anyhow::anyhow!("--image-digest {spec:?}: {e}"))?;
-        }
-        Ok(profiles)
+        self.failures.profiles(profiles)
     }
 
     /// The kubelet configuration these flags describe.
@@ -168,9 +109,9 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
             scheduler = args.scheduler,
             gc = args.gc,
             volumes = args.volumes,
-            crash_images = ?args.crash_images,
-            pull_fail_images = ?args.pull_fail_images,
-            exit_images = ?args.exit_images,
+            crash_images = ?args.failures.crash_images,
+            pull_fail_images = ?args.failures.pull_fail_images,
+            exit_images = ?args.failures.exit_images,
             kruise_daemon = args.kruise_daemon,
             "starting simulated nodes"
         );

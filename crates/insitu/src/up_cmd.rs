@@ -28,6 +28,65 @@ pub struct UpArgs {
     /// Do not run the CloneSet controller (to run `insitu run` against the sim separately).
     #[arg(long)]
     pub no_controller: bool,
+    /// Cluster time runs this many times as fast as real time (grace periods, probes, pulls, progress
+    /// deadlines); 1 is real time. Timestamps the cluster writes run ahead of the wall clock by as much.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Serve the embedded controller's Prometheus `/metrics` on this address (loopback), e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub images: crate::image_flags::ImageFlags,
+}
+
+/// `path` made absolute against the current directory (what `insitu up` prints must work from anywhere).
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The seed's example CloneSet, by absolute path: under the current directory, else in the source tree this
+/// binary was built from; `None` when neither has it.
+fn example_path() -> Option<std::path::PathBuf> {
+    let rel = std::path::Path::new("examples/cloneset-demo.yaml");
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    [rel.to_path_buf(), built]
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| std::fs::canonicalize(&p).unwrap_or_else(|_| absolute(&p)))
+}
+
+/// Serves `/metrics` of the embedded controller.
+async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        addr.ip().is_loopback(),
+        "--metrics-addr {addr} is not a loopback address: keep the embedded cluster's endpoints on 127.0.0.1"
+    );
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || async move { metrics.render() }),
+    );
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding --metrics-addr {addr}"))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(())
+}
+
+/// The runtime for `--speed`: real time on all cores at 1; otherwise tokio's paused clock paced to
+/// `speed` × real time (as `insitu demo --speed`), on one thread.
+fn runtime(speed: f64) -> anyhow::Result<tokio::runtime::Runtime> {
+    anyhow::ensure!(
+        speed.is_finite() && speed > 0.0,
+        "--speed {speed}: give a positive factor, e.g. --speed 10 (ten times real time)"
+    );
+    if speed == 1.0 {
+        return Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?);
+    }
+    Ok(crate::simtime::runtime()?)
 }
 
 /// A kubeconfig pointing kubectl at the simulated apiserver.
@@ -43,13 +102,18 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
         "--addr {} is not a loopback address: the simulated apiserver has no authentication, keep it on 127.0.0.1",
         args.addr
     );
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let images = args.images.profiles(SimConfig::default().images)?;
+    let rt = runtime(args.speed)?;
     rt.block_on(async move {
+        if args.speed != 1.0 {
+            crate::simtime::spawn_pacer(args.speed);
+        }
         let clock = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
         let cluster = SimCluster::start(
             SimConfig {
                 nodes: args.nodes,
                 seed: args.seed,
+                images,
                 ..Default::default()
             },
             clock.clone(),
@@ -61,16 +125,31 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
             .serve(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;
-        std::fs::write(&args.kubeconfig, kubeconfig_yaml(addr))
-            .with_context(|| format!("writing {}", args.kubeconfig.display()))?;
+        let kubeconfig = absolute(&args.kubeconfig);
+        std::fs::write(&kubeconfig, kubeconfig_yaml(addr))
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let metrics = Arc::new(Metrics::new());
+        if let Some(m) = args.metrics_addr {
+            serve_metrics(m, metrics.clone()).await?;
+        }
+        let speed = if args.speed == 1.0 {
+            String::new()
+        } else {
+            format!(", cluster time at {}x real time", args.speed)
+        };
         println!(
-            "simulated cluster up: {} nodes, apiserver http://{addr}",
+            "simulated cluster up: {} nodes, apiserver http://{addr}{speed}",
             args.nodes
         );
-        println!("  export KUBECONFIG={}", args.kubeconfig.display());
-        println!("  kubectl apply -f examples/cloneset-demo.yaml");
+        if let Some(m) = args.metrics_addr {
+            println!("  controller metrics: http://{m}/metrics");
+        }
+        println!("  export KUBECONFIG={}", kubeconfig.display());
+        match example_path() {
+            Some(p) => println!("  kubectl apply -f {}", p.display()),
+            None => println!("  kubectl apply -f <the insitu repository>/examples/cloneset-demo.yaml"),
+        }
         println!("Ctrl-C to stop.");
-        let metrics = Arc::new(Metrics::new());
         if args.no_controller {
             let _ = tokio::signal::ctrl_c().await;
         } else {
