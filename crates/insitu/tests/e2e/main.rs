@@ -7,11 +7,18 @@
 //!   nodes`, audit log in `INSITU_E2E_WORKDIR`, ServiceAccount kubeconfig in `INSITU_E2E_SA_KUBECONFIG`).
 //! - `INSITU_E2E_SIM=1`: an in-process simulated cluster + controller on virtual time; scenarios that need a
 //!   real control plane (RBAC, leader failover, audit) are skipped.
+//!   With `INSITU_E2E_REAL_NODE=<node>` the nodes are one real kubelet (`e2e/run --real-nodes`): scenarios
+//!   that only simulated nodes can run are skipped with the reason, and kubelet-behaviour scenarios also check
+//!   what only a real kubelet can falsify (registry digests, containerIDs, HTTP from the pod IP, ...).
+//! - `INSITU_E2E_RECORD_DIR=<dir>`: every scenario's pod states and Events are recorded there (`record.rs`)
+//!   for the sim-vs-real parity comparer `e2e/parity`.
 //! - neither: prints that it is skipped and exits 0 (so `cargo test --workspace` stays green).
 //!
 //! Arguments that do not start with `-` filter scenarios by substring.
 
 mod inplace_meta;
+mod realnode;
+mod record;
 mod scenarios;
 mod util;
 mod versions;
@@ -34,6 +41,8 @@ pub struct Env {
     pub real: Option<Real>,
     /// An image the simulated kubelet crash-loops (`insitu nodes --crash-image`).
     pub crash_image: String,
+    /// Present when the nodes are one real kubelet (`e2e/run --real-nodes`).
+    pub real_node: Option<realnode::RealNode>,
 }
 
 /// The real control plane prepared by `e2e/run`.
@@ -197,6 +206,7 @@ async fn real_env(kubeconfig: PathBuf, crash_image: String) -> anyhow::Result<En
         client,
         real: Some(real),
         crash_image,
+        real_node: realnode::RealNode::from_env()?,
     })
 }
 
@@ -229,17 +239,19 @@ async fn sim_env(crash_image: String) -> anyhow::Result<(Env, insitu_sim::cluste
         client,
         real: None,
         crash_image,
+        real_node: None,
     };
     Ok((env, cluster))
 }
 
 async fn run_all(env: Arc<Env>, filters: &[String]) -> (usize, usize) {
-    let mode = if env.real.is_some() {
-        "real control plane"
-    } else {
-        "embedded simulated cluster"
+    let mode = match (&env.real, &env.real_node) {
+        (Some(_), Some(n)) => format!("real control plane, real node {}", n.name),
+        (Some(_), None) => "real control plane, simulated nodes".into(),
+        _ => "embedded simulated cluster".into(),
     };
     println!("e2e: running on the {mode}");
+    let record_dir = std::env::var_os("INSITU_E2E_RECORD_DIR").map(PathBuf::from);
     let selected: Vec<Scenario> = all_scenarios()
         .into_iter()
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
@@ -252,13 +264,20 @@ async fn run_all(env: Arc<Env>, filters: &[String]) -> (usize, usize) {
                 println!("SKIP {} (needs a real control plane)", s.name);
                 continue;
             }
+            if let (Some(_), Some(why)) = (&env.real_node, realnode::skip_reason(s.name)) {
+                println!("SKIP {} (not on a real node: {why})", s.name);
+                continue;
+            }
             let env = env.clone();
+            let record_dir = record_dir.clone();
             let (name, timeout, run) = (s.name, s.timeout, s.run);
             set.spawn(async move {
                 let ns = format!("e2e-{}", name.replace('_', "-"));
                 let start = Instant::now();
+                let mut recorder = None;
                 let res = async {
                     util::ensure_namespace(&env, &ns).await?;
+                    recorder = record_dir.map(|d| record::Recorder::start(&env, &ns, name, d));
                     match tokio::time::timeout(timeout, run(&env, &ns)).await {
                         Ok(r) => r,
                         Err(_) => Err(anyhow::anyhow!("scenario timed out after {timeout:?}")),
@@ -266,6 +285,11 @@ async fn run_all(env: Arc<Env>, filters: &[String]) -> (usize, usize) {
                 }
                 .await;
                 let secs = start.elapsed().as_secs_f64();
+                if let Some(r) = recorder
+                    && let Err(e) = r.finish(res.is_ok())
+                {
+                    println!("e2e: recording {name} failed: {e:#}");
+                }
                 match &res {
                     Ok(()) => println!("PASS {name} ({secs:.1}s)"),
                     Err(e) => println!("FAIL {name} ({secs:.1}s): {e:#}"),

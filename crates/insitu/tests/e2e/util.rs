@@ -333,6 +333,8 @@ pub struct PodHistory {
     pub max_restarts: i32,
     /// The kubelet's `PodResizeInProgress` condition was seen.
     pub resize_in_progress: bool,
+    /// Ready=True was seen together with InPlaceUpdateReady=False (a readiness gate not honoured).
+    pub ready_with_gate_false: bool,
 }
 
 #[derive(Debug, Default)]
@@ -395,7 +397,9 @@ impl Observed {
         let ann = p.annotations();
         h.grace_annotation |= ann.contains_key(keys::INPLACE_UPDATE_GRACE_ANNOTATION);
         h.state_annotation |= ann.contains_key(keys::INPLACE_UPDATE_STATE_ANNOTATION);
-        h.inplace_ready_false |= condition(p, keys::INPLACE_UPDATE_READY).as_deref() == Some("False");
+        let gate_false = condition(p, keys::INPLACE_UPDATE_READY).as_deref() == Some("False");
+        h.inplace_ready_false |= gate_false;
+        h.ready_with_gate_false |= gate_false && is_ready(p);
         h.crash_loop |= waiting_reason(p).as_deref() == Some("CrashLoopBackOff");
         h.max_restarts = h.max_restarts.max(restarts(p));
         h.resize_in_progress |= condition(p, "PodResizeInProgress").as_deref() == Some("True");
