@@ -65,7 +65,9 @@ struct Done {
     key: String,
     uid: String,
     outcome: Outcome,
-    deleted: Option<Result<(), kube::Error>>,
+    /// The final delete's result, when this sync meant to delete (`Err` too when the status write before it
+    /// failed, so the delete is retried with it).
+    deleted: Option<Result<(), String>>,
 }
 
 pub(super) struct Agent {
@@ -574,10 +576,15 @@ impl Agent {
                     };
                     Some(match api.delete(&name, &dp).await {
                         Ok(_) => Ok(()),
-                        Err(e) if is_code(&e, 404) || is_code(&e, 409) => Ok(()),
-                        Err(e) => Err(e),
+                        Err(e) if is_code(&e, 404) => Ok(()),
+                        // A 409 is a conflict, not proof the pod is gone (a failed UID precondition means a new
+                        // pod took the name, which the watch then shows): retry, as the kubelet's status manager
+                        // retries its final delete on every sync until the pod is gone.
+                        Err(e) => Err(e.to_string()),
                     })
                 }
+                (Outcome::Gone, true) => Some(Ok(())),
+                (Outcome::Failed(e), true) => Some(Err(format!("not attempted: status write failed: {e}"))),
                 _ => None,
             };
             let _ = tx.send(Done {
