@@ -156,7 +156,7 @@ async fn apply(ctx: &Context, pod: &Pod, step: &BarrierStep) -> Result<(), kube:
                 ctx.metrics.write("create", "configmaps");
                 match cms.create(&PostParams::default(), &cm).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                    Err(e) if crate::error::is_already_exists(&e) => {
                         add_key(ctx, &cms, &barrier, &step.key).await?
                     }
                     Err(e) => return Err(e),

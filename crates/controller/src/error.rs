@@ -33,3 +33,10 @@ impl Error {
 pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
+
+/// Whether a create was refused because the object exists (409 reason `AlreadyExists`). A 409 `Conflict` on a
+/// create (etcd contention, an overloaded apiserver) means nothing was written: treating it as "already there"
+/// would wait on an expectation for an object that never comes (Kruise checks `errors.IsAlreadyExists`).
+pub(crate) fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}

@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::error::is_status;
+use crate::error::{is_already_exists, is_status};
 use crate::events::Severity;
 use crate::expectations::{Expect, pod_version, pvc_version};
 use crate::metrics::cs_labels;
@@ -348,7 +348,7 @@ impl Exec<'_> {
                 m.write("create", "controllerrevisions");
                 match api.create(&PostParams::default(), revision).await {
                     Ok(_) => {}
-                    Err(e) if is_status(&e, 409) => {} // already there: the next plan sees it
+                    Err(e) if is_already_exists(&e) => {} // already there: the next plan sees it
                     Err(e) => return Err(action_err(format!("create revision {}", revision.name_any()), e)),
                 }
                 self.expect(Expect::RevisionCreated(revision.name_any()));
@@ -438,7 +438,7 @@ impl Exec<'_> {
                     // Kruise creates only the PVCs it does not see; one that exists all the same (our cache
                     // lagged, or it is not ours) is there for the pod to use. No expectation: a PVC we do not
                     // own may never show up in the CloneSet's snapshot.
-                    Err(e) if is_status(&e, 409) => {}
+                    Err(e) if is_already_exists(&e) => {}
                     Err(e) => {
                         self.event(
                             Severity::Warning,

@@ -292,3 +292,20 @@ fn the_first_recreate_event_names_the_new_revision() {
         );
     });
 }
+
+/// A 409 `Conflict` on a create means nothing was written (kube-apiserver answers `AlreadyExists`, also 409, when
+/// the object is there). Taken for "already there", the revision's create expectation waited for an object that
+/// never came: the first rollout stalled until the 5-minute expectation timeout (`insitu torture` seed 11).
+#[test]
+fn a_conflict_on_the_revision_create_is_retried_not_awaited() {
+    run(async {
+        let h = Harness::start(96).await;
+        h.cluster.apiserver.faults().add(Rule {
+            budget: Some(1),
+            ..Rule::always(&[Verb::Create], &["controllerrevisions"], Fault::Status(409))
+        });
+        h.create(&cloneset("conflicted", 2)).await;
+        h.wait_ready("conflicted", 2, None, 60).await;
+        assert_eq!(h.cluster.apiserver.faults().injected().statuses, 1);
+    });
+}
