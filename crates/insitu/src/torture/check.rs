@@ -69,18 +69,21 @@ struct State {
 pub struct Checker {
     state: Arc<Mutex<State>>,
     start: Instant,
+    /// Print every trace line as it is noted (`--seed S --trace`).
+    live: Option<u64>,
     pub pods: Store<Pod>,
     pub clonesets: Store<CloneSet>,
 }
 
 impl Checker {
     /// Starts watching `default` with `client` (an oracle client: no faults).
-    pub fn spawn(client: kube::Client, bounds: Bounds) -> Checker {
+    pub fn spawn(client: kube::Client, bounds: Bounds, live: Option<u64>) -> Checker {
         let (pods, pod_writer) = reflector::store::<Pod>();
         let (clonesets, cs_writer) = reflector::store::<CloneSet>();
         let checker = Checker {
             state: Default::default(),
             start: Instant::now(),
+            live,
             pods,
             clonesets,
         };
@@ -114,6 +117,9 @@ impl Checker {
     /// A line for the trace (the driver's steps, crashes, fault changes).
     pub fn note(&self, line: impl Into<String>) {
         let line = format!("t={:.1}s {}", self.elapsed(), line.into());
+        if let Some(seed) = self.live {
+            eprintln!("seed {seed}: {line}");
+        }
         let mut st = self.lock();
         if st.trace.len() == TRACE {
             st.trace.pop_front();
@@ -122,11 +128,11 @@ impl Checker {
     }
 
     pub fn violate(&self, what: impl Into<String>) {
-        let line = format!("t={:.1}s VIOLATION {}", self.elapsed(), what.into());
+        let line = format!("VIOLATION {}", what.into());
         self.note(line.clone());
         let mut st = self.lock();
         if st.violations.len() < 10 {
-            st.violations.push(line);
+            st.violations.push(format!("t={:.1}s {line}", self.elapsed()));
         }
     }
 
@@ -155,7 +161,11 @@ impl Checker {
         let deleting = matches!(ev, watcher::Event::Delete(_)) || pod.metadata.deletion_timestamp.is_some();
         self.note(format!(
             "pod {name} {} ready={} rev={}",
-            if deleting { "deleting" } else { "applied" },
+            match ev {
+                watcher::Event::Delete(_) => "gone",
+                _ if deleting => "terminating",
+                _ => "applied",
+            },
             ready(pod),
             revision(pod)
         ));

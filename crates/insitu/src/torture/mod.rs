@@ -16,7 +16,6 @@ use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{PatchParams, PostParams};
@@ -115,20 +114,32 @@ fn bounds(s: &Scenario) -> Bounds {
     }
 }
 
-/// Converged: every pod ready at the right revision, none terminating, status equal to what the pods show.
+/// Whether a pod runs one of the images the scenario breaks on purpose (it can never become ready).
+fn broken(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    p.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .any(|c| c.image.as_deref().is_some_and(|i| i == BAD_PULL || i == CRASHY))
+    })
+}
+
+/// Converged, as Kruise defines the end of a rollout: `replicas` live pods and none terminating, at least
+/// `replicas - partition` of them at the update revision and ready, status equal to what the pods show.
+///
+/// Kruise's partition counts every pod not at the update revision (`calculateDiffsWithExpectation`:
+/// `updateOldDiff = oldRevisionActiveCount - partition`, clamped at 0 unless `CloneSetPartitionRollback`), and it
+/// never moves pods back: after a rollback with a partition, pods left at a broken revision stay there (and stay
+/// unready). So an old pod may be unready only when it runs one of the scenario's broken images.
 async fn converged(api: &Api<CloneSet>, checker: &Checker) -> Result<(), String> {
     let cs = api.get_status("torture").await.map_err(|e| format!("get: {e}"))?;
     let st = cs.status.clone().unwrap_or_default();
     let replicas = cs.spec.replicas();
-    let partition = match cs
+    let partition = cs
         .spec
         .update_strategy
         .as_ref()
         .and_then(|u| u.partition.as_ref())
-    {
-        Some(IntOrString::Int(p)) => (*p).clamp(0, replicas),
-        _ => 0,
-    };
+        .map_or(0, |p| scaled(Some(p), replicas, true, 0).clamp(0, replicas));
     let pods = checker.pods.state();
     let live: Vec<_> = pods
         .iter()
@@ -141,12 +152,12 @@ async fn converged(api: &Api<CloneSet>, checker: &Checker) -> Result<(), String>
         .filter(|p| revision(p) == st.update_revision)
         .collect();
     let updated_ready = updated.iter().filter(|p| ready(p)).count() as i32;
+    let stuck_old = live
+        .iter()
+        .filter(|p| revision(p) != st.update_revision && !ready(p) && !broken(p))
+        .count();
     let n = live.len() as i32;
-    let want_updated = if st.current_revision != st.update_revision {
-        replicas - partition
-    } else {
-        replicas
-    };
+    let want_updated = replicas - partition;
     let mut why = Vec::new();
     if cs.metadata.generation != Some(st.observed_generation) {
         why.push(format!(
@@ -159,12 +170,15 @@ async fn converged(api: &Api<CloneSet>, checker: &Checker) -> Result<(), String>
             "{n} live pods ({terminating} terminating), want {replicas}"
         ));
     }
-    if ready_n != n {
-        why.push(format!("{ready_n}/{n} ready"));
-    }
-    if updated.len() as i32 != want_updated {
+    if updated_ready != updated.len() as i32 || stuck_old > 0 {
         why.push(format!(
-            "{} pods at {}, want {want_updated} (partition {partition})",
+            "{ready_n}/{n} ready ({} updated not ready, {stuck_old} old not ready on a good image)",
+            updated.len() as i32 - updated_ready
+        ));
+    }
+    if (updated.len() as i32) < want_updated {
+        why.push(format!(
+            "{} pods at {}, want at least {want_updated} (partition {partition})",
             updated.len(),
             st.update_revision
         ));
@@ -228,14 +242,9 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
         }
     };
     let oracle = cluster.apiserver.oracle_client();
-    let checker = Checker::spawn(oracle.clone(), bounds(&s));
+    let checker = Checker::spawn(oracle.clone(), bounds(&s), live_trace.then_some(seed));
     let api: Api<CloneSet> = Api::namespaced(oracle.clone(), "default");
-    let note = |line: String| {
-        if live_trace {
-            eprintln!("seed {seed}: t={:.1}s {line}", checker.elapsed());
-        }
-        checker.note(line);
-    };
+    let note = |line: String| checker.note(line);
     for r in &s.rules {
         cluster.apiserver.faults().add(r.clone());
     }
