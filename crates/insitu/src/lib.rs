@@ -17,3 +17,5 @@ pub mod status_cmd;
 pub mod target;
 pub mod torture;
 pub mod up_cmd;
+pub mod up_kubeconfig;
+pub mod up_tls;

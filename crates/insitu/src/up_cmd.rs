@@ -6,19 +6,25 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use insitu_controller::{Config, Metrics};
+use insitu_sim::apiserver::{ApiServerConfig, RunIdentity};
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::simtime::SharedClock;
+use crate::{up_kubeconfig, up_tls};
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
-    /// Address of the simulated apiserver (plain HTTP, loopback only).
+    /// Address of the simulated apiserver (HTTPS with a certificate generated at start, loopback only).
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub addr: SocketAddr,
-    /// Where to write the kubeconfig for kubectl.
+    /// Where to write the kubeconfig for kubectl (mode 0600, holding this run's bearer token). An existing file
+    /// is only replaced if an earlier `insitu up` wrote it; a symbolic link is never written through.
     #[arg(long, default_value = "insitu.kubeconfig")]
     pub kubeconfig: std::path::PathBuf,
+    /// Replace the --kubeconfig file even if `insitu up` did not write it.
+    #[arg(long)]
+    pub force: bool,
     /// Simulated nodes.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
@@ -89,17 +95,10 @@ fn runtime(speed: f64) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(crate::simtime::runtime()?)
 }
 
-/// A kubeconfig pointing kubectl at the simulated apiserver.
-pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: insitu-sim\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: insitu-sim\n  context:\n    cluster: insitu-sim\n    user: insitu\n    namespace: default\ncurrent-context: insitu-sim\nusers:\n- name: insitu\n  user: {{}}\n"
-    )
-}
-
 pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         args.addr.ip().is_loopback(),
-        "--addr {} is not a loopback address: the simulated apiserver has no authentication, keep it on 127.0.0.1",
+        "--addr {} is not a loopback address: the simulated apiserver is for this machine only, keep it on 127.0.0.1",
         args.addr
     );
     let images = args.images.profiles(SimConfig::default().images)?;
@@ -114,20 +113,25 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
                 nodes: args.nodes,
                 seed: args.seed,
                 images,
+                apiserver: ApiServerConfig {
+                    run: Some(RunIdentity::now(u64::from_le_bytes(
+                        up_kubeconfig::random_bytes::<8>()?,
+                    ))),
+                    ..ApiServerConfig::default()
+                },
                 ..Default::default()
             },
             clock.clone(),
         )
         .await
         .context("starting the simulated cluster")?;
-        let (addr, server) = cluster
-            .apiserver
-            .serve(args.addr)
-            .await
-            .with_context(|| format!("binding {}", args.addr))?;
+        let token = up_kubeconfig::new_token()?;
+        let certs = up_tls::generate()?;
+        let router = cluster.apiserver.router_with_token(token.clone());
+        let (addr, server) = up_tls::serve(args.addr, &certs, router).await?;
         let kubeconfig = absolute(&args.kubeconfig);
-        std::fs::write(&kubeconfig, kubeconfig_yaml(addr))
-            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let contents = up_kubeconfig::kubeconfig_yaml(addr, &up_tls::ca_data(&certs), &token);
+        up_kubeconfig::write(&kubeconfig, &contents, args.force)?;
         let metrics = Arc::new(Metrics::new());
         if let Some(m) = args.metrics_addr {
             serve_metrics(m, metrics.clone()).await?;
@@ -138,7 +142,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
             format!(", cluster time at {}x real time", args.speed)
         };
         println!(
-            "simulated cluster up: {} nodes, apiserver http://{addr}{speed}",
+            "simulated cluster up: {} nodes, apiserver https://{addr}{speed}",
             args.nodes
         );
         if let Some(m) = args.metrics_addr {

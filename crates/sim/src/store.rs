@@ -225,6 +225,18 @@ impl Store {
         }
     }
 
+    /// Starts the resourceVersion sequence at `rv` (before any write): the registered resources' histories
+    /// begin there, so a watch from an earlier resourceVersion (another run's) is refused as too old.
+    pub fn start_at(&self, rv: u64) {
+        let mut g = self.lock();
+        if rv > g.rv {
+            g.rv = rv;
+            for kind in g.kinds.values_mut() {
+                kind.floor = kind.floor.max(rv);
+            }
+        }
+    }
+
     /// The current global resourceVersion.
     pub fn current_rv(&self) -> u64 {
         self.lock().rv

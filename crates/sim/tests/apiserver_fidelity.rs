@@ -422,3 +422,103 @@ async fn field_validation_strict_warn_ignore() {
         "{msg}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn bearer_token_and_loopback_host_required() {
+    use tower::ServiceExt;
+    let s = server();
+    let router = s.router_with_token("s3cret".into());
+    let call = |path: &str, host: &str, auth: Option<&str>| {
+        let mut b = axum::http::Request::builder().uri(path).header("host", host);
+        if let Some(a) = auth {
+            b = b.header("authorization", a);
+        }
+        let req = b.body(axum::body::Body::empty()).expect("request");
+        let router = router.clone();
+        async move {
+            let resp = router.oneshot(req).await.expect("response");
+            let code = resp.status().as_u16();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            (
+                code,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (code, body) = call(PODS, "127.0.0.1:6443", None).await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (401, json!("Unauthorized")),
+        "{body}"
+    );
+    assert_eq!(call(PODS, "127.0.0.1:6443", Some("Bearer wrong")).await.0, 401);
+    assert_eq!(call(PODS, "127.0.0.1:6443", Some("Basic czNjcmV0")).await.0, 401);
+    assert_eq!(call(PODS, "127.0.0.1:6443", Some("Bearer s3cret")).await.0, 200);
+    assert_eq!(call(PODS, "localhost:6443", Some("Bearer s3cret")).await.0, 200);
+    // DNS rebinding: the right port reached under a foreign name.
+    let (code, body) = call(PODS, "attacker.example:6443", Some("Bearer s3cret")).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not a loopback address")
+    );
+    // Health and version stay public, as RBAC's system:public-info-viewer has them.
+    assert_eq!(call("/readyz", "127.0.0.1:6443", None).await.0, 200);
+    assert_eq!(call("/version", "127.0.0.1:6443", None).await.0, 200);
+    assert_eq!(call("/api", "127.0.0.1:6443", None).await.0, 401);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_run_expires_old_resource_versions_and_uids() {
+    use insitu_sim::apiserver::{ApiServerConfig, RunIdentity};
+    let base = "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+    let first = ApiServer::with_config(SimClock::new(base, 1.0), ApiServerConfig::default());
+    let a = json_req(&first, "POST", PODS, "application/json", pod("p")).await;
+    let old_uid = a.body["metadata"]["uid"].clone();
+    // Same seed, two runs of `insitu up`: distinct uids, and the old resourceVersion is gone (410).
+    let run = |nonce| {
+        let config = ApiServerConfig {
+            run: Some(RunIdentity {
+                nonce,
+                first_rv: 1_000_000 * nonce,
+            }),
+            ..ApiServerConfig::default()
+        };
+        ApiServer::with_config(SimClock::new(base, 1.0), config)
+    };
+    let second = run(7);
+    let b = json_req(&second, "POST", PODS, "application/json", pod("p")).await;
+    assert_ne!(b.body["metadata"]["uid"], old_uid);
+    let new_rv: u64 = b.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    assert!(new_rv > 7_000_000, "{new_rv}");
+    let third = run(8);
+    let c = json_req(&third, "POST", PODS, "application/json", pod("p")).await;
+    assert_ne!(c.body["metadata"]["uid"], b.body["metadata"]["uid"]);
+    let w = get(
+        &third,
+        &format!("{PODS}?watch=1&resourceVersion={new_rv}&timeoutSeconds=1"),
+    )
+    .await;
+    // The watch starts, then ends with an ERROR event carrying the 410 Expired Status: clients relist.
+    assert_eq!(
+        (w.code, w.body["type"].clone()),
+        (200, json!("ERROR")),
+        "{}",
+        w.body
+    );
+    assert_eq!(
+        (
+            w.body["object"]["code"].clone(),
+            w.body["object"]["reason"].clone()
+        ),
+        (json!(410), json!("Expired"))
+    );
+}

@@ -4,6 +4,7 @@
 //! 127.0.0.1 for kubectl. Semantics follow kube-apiserver: resourceVersions, 409/410/422 Status errors,
 //! pod update rules, status/scale/binding/resize subresources, graceful deletion and finalizers.
 
+mod auth;
 mod discovery;
 mod dryrun;
 mod errors;
@@ -84,6 +85,34 @@ pub struct ApiServerConfig {
     /// Seed for uids and generated names (same seed, same names).
     pub seed: u64,
     pub store: StoreConfig,
+    /// What makes one run of a long-lived cluster (`insitu up`) distinct from the previous ones; `None` (tests,
+    /// benchmarks, torture: reproducible from the seed) keeps everything a function of the seed.
+    pub run: Option<RunIdentity>,
+}
+
+/// A run's identity, so that clients of a restarted cluster do not mistake it for the old one, as they cannot
+/// with a real cluster: uids differ across runs (the nonce is mixed into the uid generator's seed), and every
+/// resourceVersion of this run is above `first_rv`, which is above any of earlier runs' (a wall-clock count of
+/// microseconds), while watches from below it get 410 Expired, so that clients relist instead of resuming an
+/// old cluster's event stream.
+#[derive(Clone, Copy, Debug)]
+pub struct RunIdentity {
+    pub nonce: u64,
+    pub first_rv: u64,
+}
+
+impl RunIdentity {
+    /// From the wall clock and `nonce` (the caller's OS randomness).
+    pub fn now(nonce: u64) -> Self {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(1);
+        Self {
+            nonce,
+            first_rv: micros.max(1),
+        }
+    }
 }
 
 impl Default for ApiServerConfig {
@@ -91,6 +120,7 @@ impl Default for ApiServerConfig {
         Self {
             seed: 0x5eed,
             store: StoreConfig::default(),
+            run: None,
         }
     }
 }
@@ -134,11 +164,16 @@ impl ApiServer {
         for rt in RESOURCES {
             store.register(&rt.key(), resources::indexer_for(rt));
         }
+        let mut seed = config.seed;
+        if let Some(run) = config.run {
+            store.start_at(run.first_rv);
+            seed ^= run.nonce;
+        }
         let server = Self {
             inner: Arc::new(Inner {
                 clock,
                 store,
-                rng: Mutex::new(ChaCha8Rng::seed_from_u64(config.seed)),
+                rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
                 counters: Mutex::new(Counters::default()),
                 faults: faults::Faults::new(config.seed),
             }),
