@@ -78,6 +78,10 @@ pub mod events {
     pub const INSTANCE_IDS_EXHAUSTED: &str = "InstanceIdsExhausted";
     /// insitu: an in-place grace annotation without its state annotation, finished at once (Warning).
     pub const STALE_INPLACE_UPDATE_GRACE: &str = "StaleInPlaceUpdateGrace";
+    /// insitu: a pod is recreated because its change cannot go in place; the message names the fields (Warning).
+    pub const RECREATE_FOR_UPDATE: &str = "RecreateForUpdate";
+    /// insitu: under InPlaceOnly, pods whose change cannot go in place are left alone; names the fields (Warning).
+    pub const IN_PLACE_ONLY_REFUSED: &str = "InPlaceOnlyRefused";
     /// Event source component, as Kruise.
     pub const COMPONENT: &str = "cloneset-controller";
 }

@@ -88,4 +88,6 @@ pub struct Context {
     /// The server has `pods/resize` (≥ 1.32, Kruise `ShouldUpdateResourceByResize`): resizes go through it;
     /// before that, in the pod update.
     pub resize_subresource: bool,
+    /// The server's ImagePullJobs, when image pre-download is on and the server serves them (see `predownload`).
+    pub image_pull_jobs: Option<crate::predownload::ImagePullJobs>,
 }

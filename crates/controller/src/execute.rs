@@ -51,7 +51,9 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         key,
         written: Mutex::new(HashMap::new()),
         update_revision: &plan.update_revision,
+        refusals: &plan.refusals,
     };
+    crate::recreate::refused_in_place_only(ctx, cs, &plan.refusals, &plan.update_revision);
     // Once per CloneSet (UID) and reason: a condition the user must fix, not a per-reconcile message.
     for w in &plan.warnings {
         let uid = cs.uid().unwrap_or_default();
@@ -127,9 +129,11 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         let patch: json_patch::Patch =
             serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))?;
         ctx.metrics.write("patch", "clonesets/status");
+        let started = std::time::Instant::now();
         api.patch_status(&cs.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch))
             .await
             .map_err(|e| action_err("write CloneSet status", e))?;
+        tracing::debug!(cloneset = %x.key, ms = started.elapsed().as_millis() as u64, "status written");
     }
     Ok(())
 }
@@ -234,6 +238,8 @@ struct Exec<'a> {
     /// The plan's update revision: events name the revision pods go to (the CloneSet's stored status still
     /// names the previous one in the first round of a rollout).
     update_revision: &'a str,
+    /// Why pods are recreated this round (the fields that kept them from going in place).
+    refusals: &'a [insitu_core::PodRefusal],
 }
 
 impl Exec<'_> {
@@ -552,6 +558,9 @@ impl Exec<'_> {
                             m.recreate_update
                                 .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
                                 .inc();
+                            if let Some(why) = self.refusals.iter().find(|w| &w.pod == pod) {
+                                crate::recreate::recreated(self.ctx, self.cs, &p, why, revision);
+                            }
                             self.event(
                                 Severity::Normal,
                                 ev::SUCCESSFUL_UPDATE_POD_RECREATE,

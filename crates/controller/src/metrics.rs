@@ -20,6 +20,8 @@ pub struct Metrics {
     pub inplace_update_duration: Family<Labels, Histogram>,
     /// Pods marked for recreation because the change cannot go in place.
     pub recreate_update: Family<Labels, Counter>,
+    /// The same, by the first template field that forced it (`spec.containers.env`, …).
+    pub recreate_total: Family<Labels, Counter>,
     /// Kruise: `cloneset_scale_expectation_leakage{namespace,name}`.
     pub expectation_leakage: Family<Labels, Counter>,
     /// Reconciles by result.
@@ -51,6 +53,7 @@ impl Metrics {
             Histogram::new(exponential_buckets(1.0, 2.0, 12))
         });
         let recreate_update = Family::<Labels, Counter>::default();
+        let recreate_total = Family::<Labels, Counter>::default();
         let expectation_leakage = Family::<Labels, Counter>::default();
         let reconcile = Family::<Labels, Counter>::default();
         let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
@@ -83,6 +86,11 @@ impl Metrics {
             "insitu_recreate_update",
             "Pods marked for recreation by an update",
             recreate_update.clone(),
+        );
+        registry.register(
+            "insitu_recreate",
+            "Pods recreated by an update, by the first template field that kept it from going in place",
+            recreate_total.clone(),
         );
         registry.register(
             "cloneset_scale_expectation_leakage",
@@ -121,6 +129,7 @@ impl Metrics {
             inplace_update_failed,
             inplace_update_duration,
             recreate_update,
+            recreate_total,
             expectation_leakage,
             reconcile,
             plan_duration,

@@ -94,6 +94,7 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
     {
         Check::Satisfied => {}
         Check::Waiting(left) => {
+            tracing::debug!(cloneset = %key, left_ms = left.as_millis() as u64, "waiting for the cache to show our writes");
             ctx.metrics
                 .reconcile
                 .get_or_create(&result_label("waiting"))
@@ -128,7 +129,19 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action, E
     for line in &plan.explanation {
         tracing::debug!(cloneset = %key, "{line}");
     }
+    // Kruise: pre-download for the new revision before scaling and updating (its own errors never fail the round).
+    crate::predownload::sync(&ctx, &cs, &plan.current_revision, &plan.update_revision).await;
+    let started = Instant::now();
     let result = execute::execute(&ctx, &cs, &plan).await;
+    // Timings for latency work (e.g. Kruise specs that give status.replicas 3 s): what the round wrote, how long.
+    tracing::debug!(
+        cloneset = %key,
+        actions = plan.actions.len(),
+        status_replicas = plan.status.as_ref().map(|s| s.replicas),
+        execute_ms = started.elapsed().as_millis() as u64,
+        ok = result.is_ok(),
+        "round executed"
+    );
     ctx.metrics
         .reconcile
         .get_or_create(&result_label(if result.is_ok() { "ok" } else { "error" }))

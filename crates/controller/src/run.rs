@@ -185,6 +185,21 @@ pub async fn run_with(
     .for_each(|_| std::future::ready(()));
 
     let resize_subresource = resize_subresource(&client).await;
+    // Kruise: pre-download only with its gates on and the ImagePullJob kind served (discovered once at start).
+    let gates = &config.gates;
+    let ipj_resource = if gates.pre_download_image_for_in_place_update && gates.kruise_daemon {
+        crate::predownload::discover(&client).await
+    } else {
+        None
+    };
+    let (image_pull_jobs, ipj_stream) = match ipj_resource {
+        Some(r) => {
+            tracing::info!("image pre-download on: ImagePullJobs for in-place updates");
+            let (jobs, stream) = crate::predownload::cache(&client, r, &config.namespace);
+            (Some(jobs), stream)
+        }
+        None => (None, futures::future::pending::<()>().boxed()),
+    };
     let controller = Controller::for_stream(cs_stream, cs_store)
         .with_config(controller::Config::default().concurrency(config.workers));
     let ctx = Arc::new(Context {
@@ -204,6 +219,7 @@ pub async fn run_with(
         health,
         config,
         resize_subresource,
+        image_pull_jobs,
     });
     let controller = controller
         .watches_stream(pod_stream, |p| owning_clonesets(&p))
@@ -217,6 +233,7 @@ pub async fn run_with(
             }
         });
     // The node reflector lives as long as the controller (it never ends on its own).
-    futures::pin_mut!(controller, node_stream, deadline);
-    futures::future::select(futures::future::select(controller, node_stream), deadline).await;
+    let background = futures::future::join(node_stream, ipj_stream);
+    futures::pin_mut!(controller, background, deadline);
+    futures::future::select(futures::future::select(controller, background), deadline).await;
 }

@@ -20,6 +20,12 @@ pub struct FeatureGates {
     pub recreate_pod_when_change_vct: bool,
     /// cpu/memory changes resize pods in place through `pods/resize` (research §2.7). insitu default: on.
     pub in_place_workload_vertical_scaling: bool,
+    /// `PreDownloadImageForInPlaceUpdate`: ImagePullJobs for an in-place update's new images (research §3.11).
+    /// Kruise default: off (Alpha); it also needs `KruiseDaemon`.
+    pub pre_download_image_for_in_place_update: bool,
+    /// `KruiseDaemon`: node agents run (image pulls, container restarts). Kruise default: on (Beta); off, it
+    /// turns pre-download off too.
+    pub kruise_daemon: bool,
 }
 
 impl Default for FeatureGates {
@@ -31,6 +37,8 @@ impl Default for FeatureGates {
             exclude_preparing_delete: false,
             recreate_pod_when_change_vct: false,
             in_place_workload_vertical_scaling: true,
+            pre_download_image_for_in_place_update: false,
+            kruise_daemon: true,
         }
     }
 }
@@ -41,9 +49,6 @@ impl Default for FeatureGates {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Alpha,
-    // No Beta gate is implemented yet (Kruise's Beta gates relevant here, e.g. InPlaceUpdateEnvFromMetadata,
-    // default on); kept so that `AllBeta` has its meaning when one is added to `GATES`.
-    #[allow(dead_code)]
     Beta,
     /// Not a Kruise feature gate (a Kruise flag insitu accepts as a gate): `AllAlpha`/`AllBeta` leave it alone.
     Flag,
@@ -58,6 +63,8 @@ const GATES: &[(&str, Stage, bool)] = &[
     ("RecreatePodWhenChangeVCTInCloneSetGate", Stage::Alpha, false),
     // Alpha in Kruise (default off there); on by default in insitu. `AllAlpha=false` turns it off.
     ("InPlaceWorkloadVerticalScaling", Stage::Alpha, true),
+    ("PreDownloadImageForInPlaceUpdate", Stage::Alpha, false),
+    ("KruiseDaemon", Stage::Beta, true),
 ];
 
 /// The pseudo-gates of component-base that set every gate of a stage.
@@ -108,6 +115,10 @@ impl FeatureGates {
             let on = explicit.get(name).copied().or(bulk).unwrap_or(default);
             g.set(name, on);
         }
+        // Kruise SetDefaultFeatureGates: without kruise-daemon nothing would pull, so pre-download is off too.
+        if !g.kruise_daemon {
+            g.pre_download_image_for_in_place_update = false;
+        }
         Ok(g)
     }
 
@@ -120,6 +131,8 @@ impl FeatureGates {
             "CloneSetScalingExcludePreparingDelete" => self.exclude_preparing_delete = on,
             "RecreatePodWhenChangeVCTInCloneSetGate" => self.recreate_pod_when_change_vct = on,
             "InPlaceWorkloadVerticalScaling" => self.in_place_workload_vertical_scaling = on,
+            "PreDownloadImageForInPlaceUpdate" => self.pre_download_image_for_in_place_update = on,
+            "KruiseDaemon" => self.kruise_daemon = on,
             _ => {}
         }
     }
@@ -142,6 +155,22 @@ mod tests {
         );
         let off = FeatureGates::parse("InPlaceWorkloadVerticalScaling=false").unwrap();
         assert!(!off.in_place_workload_vertical_scaling);
+        assert!(g.pre_download_image_for_in_place_update && g.kruise_daemon);
+        assert!(
+            !FeatureGates::default().pre_download_image_for_in_place_update,
+            "Alpha: off by default"
+        );
+    }
+
+    #[test]
+    fn kruise_daemon_off_turns_pre_download_off() {
+        let g = FeatureGates::parse("PreDownloadImageForInPlaceUpdate=true,KruiseDaemon=false").unwrap();
+        assert!(!g.pre_download_image_for_in_place_update && !g.kruise_daemon);
+        let g = FeatureGates::parse("AllAlpha=true,AllBeta=false").unwrap();
+        assert!(
+            !g.pre_download_image_for_in_place_update,
+            "AllBeta=false switches KruiseDaemon off"
+        );
     }
 
     #[test]

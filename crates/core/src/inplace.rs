@@ -54,9 +54,9 @@ impl InPlaceSpec {
 
 /// One RFC 6902 operation of the template diff (op, path).
 #[derive(Debug)]
-struct Op {
-    op: &'static str,
-    path: String,
+pub(crate) struct Op {
+    pub(crate) op: &'static str,
+    pub(crate) path: String,
 }
 
 fn esc(k: &str) -> String {
@@ -69,7 +69,7 @@ fn is_simple_array(a: &[Value]) -> bool {
 
 /// A JSON diff with the shape of gomodules/appscode `jsonpatch.CreatePatch` (the library Kruise uses):
 /// objects key by key, arrays of objects element by element (extra → remove/add), type changes → replace.
-fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<Op>) {
+pub(crate) fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<Op>) {
     match (a, b) {
         (Value::Object(ma), Value::Object(mb)) => {
             for (k, vb) in mb {

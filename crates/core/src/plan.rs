@@ -28,6 +28,20 @@ pub struct Plan {
     /// Conditions the user must act on; the controller emits each reason once per CloneSet as a Warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
+    /// Pods this round recreates (or, under InPlaceOnly, refuses to update) because their change cannot go in
+    /// place, with the fields that forced it: the controller's Warning events and `insitu_recreate_total`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<PodRefusal>,
+}
+
+/// One pod whose update cannot go in place, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRefusal {
+    pub pod: String,
+    /// Under InPlaceOnly the pod is left alone (FailedUpdate); otherwise it is marked for recreation.
+    pub in_place_only: bool,
+    pub refusal: crate::recreate::Refusal,
 }
 
 /// Event reason: an env-from-metadata update waits for a node agent that does not run on the pod's node.

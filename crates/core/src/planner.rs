@@ -16,9 +16,10 @@ use serde_json::Value;
 use crate::budget::{self, DiffPod, Unavailable};
 use crate::claim::{self, Claim, Claimer};
 use crate::inplace::{self, Grace, StartTemplate};
-use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
+use crate::plan::{Action, Budget, Plan, PodMutation, PodRefusal, UpdateReason, Warning};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
 use crate::readiness;
+use crate::recreate::Refusal;
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::sort;
@@ -1204,15 +1205,22 @@ impl<'a> Planner<'a> {
             let cached = match ctx.cache.iter().position(|(k, _)| *k == key) {
                 Some(i) => i,
                 None => {
+                    let vertical = self.gates.in_place_workload_vertical_scaling;
                     let t = match (old, ctx.target_tpl) {
                         (Some(old), Some(t)) => match revision::template_value(old) {
-                            Some(o) => vct_check(old, ctx.target_vct, ctx.stype).and_then(|()| {
-                                inplace::calculate(o, t, self.gates.in_place_workload_vertical_scaling)
-                            }),
-                            None => Err("old revision has no template".into()),
+                            Some(o) => vct_check(old, ctx.target_vct, ctx.stype)
+                                .map_err(Refusal::volume_claim_templates)
+                                .and_then(|()| {
+                                    inplace::calculate(o, t, vertical)
+                                        .map_err(|m| Refusal::from_templates(m, o, t, vertical))
+                                }),
+                            None => Err(Refusal::other("old revision has no template".into())),
                         },
-                        (None, _) => Err(format!("old revision {:?} of the pod not found", f.revision())),
-                        (_, None) => Err("target revision has no template".into()),
+                        (None, _) => Err(Refusal::other(format!(
+                            "old revision {:?} of the pod not found",
+                            f.revision()
+                        ))),
+                        (_, None) => Err(Refusal::other("target revision has no template".into())),
                     };
                     let t = t.map(|spec| {
                         let tpl = StartTemplate::new(spec, ctx.target_name, &ctx.label, ctx.grace, now);
@@ -1287,17 +1295,32 @@ impl<'a> Planner<'a> {
                     ctx.in_place.push(f.name());
                     return Ok(());
                 }
-                Err(why) => {
+                Err(refusal) => {
+                    let why = &refusal.message;
+                    let refusal = refusal.clone();
                     if ctx.stype == CloneSetUpdateStrategyType::InPlaceOnly {
+                        self.plan.refusals.push(PodRefusal {
+                            pod: f.name().to_string(),
+                            in_place_only: true,
+                            refusal,
+                        });
                         return Err(format!(
                             "find Pod {} update strategy is InPlaceOnly but can not update in-place ({why})",
                             f.name()
                         ));
                     }
                     self.why(format!(
-                        "pod {}: cannot update in place ({why}) → recreate",
-                        f.name()
+                        "pod {}: cannot update in place ({}) → recreate",
+                        f.name(),
+                        refusal.describe()
                     ));
+                    if pods::label(f.meta(), keys::SPECIFIED_DELETE_LABEL) != Some("true") {
+                        self.plan.refusals.push(PodRefusal {
+                            pod: f.name().to_string(),
+                            in_place_only: false,
+                            refusal,
+                        });
+                    }
                 }
             }
         }
@@ -1350,7 +1373,7 @@ struct UpdateCtx<'a> {
     label: String,
     /// Keyed by the old revision's short hash, in first-use order (pods come from a handful of revisions,
     /// so a scan beats hashing, and the first template explains the round deterministically).
-    cache: Vec<(&'a str, Result<Start, String>)>,
+    cache: Vec<(&'a str, Result<Start, Refusal>)>,
     in_place: Vec<&'a str>,
     recreate: Vec<&'a str>,
 }

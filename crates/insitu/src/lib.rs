@@ -3,6 +3,7 @@
 
 pub mod bench_cmd;
 pub mod demo;
+pub mod explain_cmd;
 pub mod image_flags;
 pub mod logging;
 pub mod monitor;

@@ -2,7 +2,8 @@
 #![forbid(unsafe_code)]
 
 use insitu::{
-    bench_cmd, demo, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd, torture, up_cmd,
+    bench_cmd, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
+    torture, up_cmd,
 };
 
 use std::process::ExitCode;
@@ -38,6 +39,9 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Show what the controller would do next for a CloneSet and its pods (from `kubectl get -o yaml`), and why.
     Plan(plan_cmd::PlanArgs),
+    /// Per pod of a CloneSet: is its next update in place or a recreate, and why (the exact fields); its
+    /// stage (None/Preparing/Updating/Updated) and what it waits for. From the cluster or `-f FILE`.
+    Explain(explain_cmd::ExplainArgs),
     /// Print the CloneSet CustomResourceDefinition (v1alpha1 + v1beta1, conversion webhook) as YAML.
     Crd(CrdArgs),
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
             rollout_cmd::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
+        Command::Explain(args) => explain_cmd::main(args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Crd(args) => match args.webhook_url {
             Some(url) => {
                 print!(

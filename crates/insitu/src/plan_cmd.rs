@@ -3,7 +3,6 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use insitu_core::{FeatureGates, explain, input};
 use k8s_openapi::jiff::Timestamp;
 
@@ -41,6 +40,19 @@ fn usage_error(msg: impl std::fmt::Display) -> anyhow::Result<i32> {
     Ok(2)
 }
 
+/// The documents of a YAML/JSON file (`-`: stdin); the error says which file and why.
+pub fn read_docs(file: &std::path::Path) -> Result<Vec<serde_json::Value>, String> {
+    let mut text = String::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading stdin: {e}"))?;
+    } else {
+        text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    }
+    serde_saphyr::from_multiple(&text).map_err(|e| format!("{} is not valid YAML/JSON: {e}", file.display()))
+}
+
 /// Runs `insitu plan`. Returns the process exit code: 0 with a plan printed, 2 on bad input.
 pub fn run(args: &PlanArgs) -> anyhow::Result<i32> {
     let gates = match FeatureGates::parse(&args.feature_gates) {
@@ -54,20 +66,9 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<i32> {
         },
         None => Timestamp::now(),
     };
-    let mut text = String::new();
-    if args.file.as_os_str() == "-" {
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading stdin")?;
-    } else {
-        match std::fs::read_to_string(&args.file) {
-            Ok(t) => text = t,
-            Err(e) => return usage_error(format!("cannot read {}: {e}", args.file.display())),
-        }
-    }
-    let docs: Vec<serde_json::Value> = match serde_saphyr::from_multiple(&text) {
+    let docs = match read_docs(&args.file) {
         Ok(d) => d,
-        Err(e) => return usage_error(format!("{} is not valid YAML/JSON: {e}", args.file.display())),
+        Err(e) => return usage_error(e),
     };
     let input = match input::snapshot_from_objects(docs, now, gates) {
         Ok(i) => i,

@@ -129,3 +129,63 @@ fn a_rollout_of_many_pods_writes_kruises_events_within_client_gos_budget() {
         assert!(skipped >= 15, "skipped {skipped}");
     });
 }
+
+#[test]
+fn a_change_that_cannot_go_in_place_names_its_fields_in_a_warning_and_the_metric() {
+    run(async {
+        let h = Harness::start(29).await;
+        h.create(&cloneset("why", 2)).await;
+        h.wait_ready("why", 2, None, 120).await;
+        let before: Vec<String> = h.pods("why").await.iter().map(common::uid).collect();
+        // A plain env value: a pod's env is immutable, so InPlaceIfPossible recreates both pods.
+        h.json_patch(
+            "why",
+            serde_json::json!([{"op": "replace", "path": "/spec/template/spec/containers/0/env/0/value",
+                                 "value": "v2.0"}]),
+        )
+        .await;
+        h.wait_for("both pods recreated", 240, || async {
+            let pods = h.pods("why").await;
+            pods.len() == 2
+                && pods
+                    .iter()
+                    .all(|p| !before.contains(&common::uid(p)) && common::is_ready(p))
+        })
+        .await;
+        h.sleep(2).await;
+
+        let evs = events_of(&h, "why").await;
+        let warned = with_reason(&evs, "RecreateForUpdate");
+        assert!(
+            !warned.is_empty(),
+            "events: {:#?}",
+            show(&evs.iter().collect::<Vec<_>>())
+        );
+        let msg = warned[0].message.as_deref().unwrap_or_default();
+        assert!(
+            msg.contains("spec.containers[nginx].env[VERSION] changed: a pod's env is immutable"),
+            "{msg}"
+        );
+        assert_eq!(warned[0].type_.as_deref(), Some("Warning"));
+        // The pod gets the same Warning (its name in the message); it is gone now, its Event stays.
+        let pod_name = msg.split_whitespace().nth(1).unwrap_or_default().to_string();
+        let on_pod = events_of(&h, &pod_name).await;
+        assert!(
+            on_pod
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("RecreateForUpdate")),
+            "pod {pod_name}: {:#?}",
+            show(&on_pod.iter().collect::<Vec<_>>())
+        );
+        let metrics = h.metrics.render();
+        assert!(
+            metrics.contains("insitu_recreate_total{reason=\"spec.containers.env\"} 2"),
+            "{}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("recreate"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    });
+}

@@ -140,7 +140,16 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
         }
     };
     Ok(match path.as_str() {
-        insitu_api::crd::CONVERT_PATH => reply(StatusCode::OK, &insitu_api::conversion::review(&parsed)),
+        insitu_api::crd::CONVERT_PATH => {
+            let started = std::time::Instant::now();
+            let out = reply(StatusCode::OK, &insitu_api::conversion::review(&parsed));
+            tracing::debug!(
+                bytes = body.len(),
+                convert_us = started.elapsed().as_micros() as u64,
+                "conversion review answered"
+            );
+            out
+        }
         _ => reply(
             StatusCode::NOT_FOUND,
             &json!({"message": format!("no webhook at {path} (the conversion webhook is {})", insitu_api::crd::CONVERT_PATH)}),

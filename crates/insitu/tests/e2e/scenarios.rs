@@ -694,6 +694,10 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("", "configmaps", "", "get", "default"),
         ("", "configmaps", "", "create", "default"),
         ("", "configmaps", "", "patch", "default"),
+        // Image pre-download: the CloneSet's ImagePullJobs (cached, created, deleted; never updated).
+        ("apps.kruise.io", "imagepulljobs", "", "watch", ""),
+        ("apps.kruise.io", "imagepulljobs", "", "create", "default"),
+        ("apps.kruise.io", "imagepulljobs", "", "delete", "default"),
     ];
     let denied: &[(&str, &str, &str, &str, &str)] = &[
         ("", "secrets", "", "get", "insitu-system"),
@@ -709,6 +713,9 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
         ("", "serviceaccounts", "token", "create", "insitu-system"),
         ("apps.kruise.io", "clonesets", "", "create", "default"),
         ("apps.kruise.io", "clonesets", "", "delete", "default"),
+        ("apps.kruise.io", "imagepulljobs", "", "update", "default"),
+        ("apps.kruise.io", "imagepulljobs", "status", "update", "default"),
+        ("apps.kruise.io", "nodeimages", "", "list", ""),
         ("apps", "deployments", "", "list", ""),
         ("coordination.k8s.io", "leases", "", "update", "kube-node-lease"),
         ("coordination.k8s.io", "leases", "", "delete", "insitu-system"),
