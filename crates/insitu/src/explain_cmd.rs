@@ -17,14 +17,10 @@ use crate::plan_cmd::Output;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// `cloneset/NAME` (or `NAME`) to read from the cluster; omit with `-f`.
-    pub target: Option<String>,
-    /// Namespace of the CloneSet.
-    #[arg(short = 'n', long, default_value = "default")]
-    pub namespace: String,
-    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    /// `cloneset/NAME` (or `cloneset NAME`) to read from the cluster; omit with `-f`.
+    pub target: Vec<String>,
+    #[command(flatten)]
+    pub cluster: crate::target::ClusterArgs,
     /// Offline: a kubectl List or multi-document YAML/JSON with one CloneSet, its Pods and ControllerRevisions
     /// (`kubectl get cloneset,pods,controllerrevisions -o yaml`); `-` reads stdin.
     #[arg(short = 'f', long = "filename", conflicts_with = "target")]
@@ -54,19 +50,12 @@ fn to_values<T: serde::Serialize>(
 }
 
 /// The CloneSet and what it may own, read from the cluster as `kubectl get` would print them.
-async fn fetch(args: &ExplainArgs, target: &str) -> anyhow::Result<Vec<serde_json::Value>> {
-    let name = target
-        .strip_prefix("cloneset/")
-        .or_else(|| target.strip_prefix("clonesets/"))
-        .unwrap_or(target);
-    anyhow::ensure!(
-        !name.is_empty() && !name.contains('/'),
-        "expected cloneset/NAME, got {target:?}"
-    );
-    let client = crate::run_cmd::client_from(args.kubeconfig.as_deref(), "explain").await?;
-    let ns = args.namespace.as_str();
+async fn fetch(args: &ExplainArgs) -> anyhow::Result<Vec<serde_json::Value>> {
+    let name = crate::target::cloneset_name(&args.target)?;
+    let (client, ns) = crate::target::connect(&args.cluster, "explain").await?;
+    let ns = ns.as_str();
     let cs = Api::<CloneSet>::namespaced(client.clone(), ns)
-        .get(name)
+        .get(&name)
         .await
         .with_context(|| format!("reading cloneset {ns}/{name}"))?;
     let selector = format_selector(&cs.spec.selector);
@@ -99,7 +88,7 @@ pub fn main(args: ExplainArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
-    let docs = match (&args.file, &args.target) {
+    let docs = match (&args.file, args.target.is_empty()) {
         (Some(f), _) => match crate::plan_cmd::read_docs(f) {
             Ok(d) => d,
             Err(e) => {
@@ -107,13 +96,13 @@ pub fn main(args: ExplainArgs) -> anyhow::Result<i32> {
                 return Ok(2);
             }
         },
-        (None, Some(t)) => {
+        (None, false) => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(fetch(&args, t))?
+            rt.block_on(fetch(&args))?
         }
-        (None, None) => {
+        (None, true) => {
             eprintln!("error: name a CloneSet (cloneset/NAME) or give -f FILE");
             return Ok(2);
         }
