@@ -4,9 +4,11 @@
 //! A pod state is what a kubelet decides, as flat fields: `phase`, `terminating`, `cond:<type>` (status), and
 //! per container `c:<name>:ready|started|state|last|restarts` (state: waiting reason, running, terminated
 //! reason + exit code; last: lastState likewise). Names, UIDs, IPs and times are left out: pods are named by
-//! the order they appeared (`pod1`, `pod2`, ...).
+//! the order they appeared (`pod1`, `pod2`, ...). Recording stops when the scenario cleans up (`freeze`):
+//! how far the teardown of its pods got before the scenario ended is timing, not behaviour.
 
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +29,22 @@ struct Recording {
     /// Events by alias of the pod they regard (or `other`): reasons in order of first sight, each once.
     events: BTreeMap<String, Vec<String>>,
     /// Event names already counted (an Event's count update is the same occurrence).
-    seen_events: std::collections::BTreeSet<String>,
+    seen_events: BTreeSet<String>,
+}
+
+/// Namespaces whose scenario is cleaning up.
+static FROZEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Stops recording namespace `ns` (called by `util::cleanup`).
+pub fn freeze(ns: &str) {
+    FROZEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(ns.to_string());
+}
+
+fn frozen(ns: &str) -> bool {
+    FROZEN.lock().unwrap_or_else(|e| e.into_inner()).contains(ns)
 }
 
 /// Records the pods and Events of one scenario's namespace until `finish`.
@@ -125,11 +142,16 @@ impl Recorder {
         let rec = Arc::new(Mutex::new(Recording::default()));
         let pods: Api<Pod> = Api::namespaced(env.client.clone(), ns);
         let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
+        FROZEN.lock().unwrap_or_else(|e| e.into_inner()).remove(ns);
         let r = rec.clone();
+        let pns = ns.to_string();
         let pod_task = tokio::spawn(async move {
             let mut s = watcher(pods, watcher::Config::default()).boxed();
             while let Some(ev) = s.next().await {
                 let Ok(ev) = ev else { continue };
+                if frozen(&pns) {
+                    break;
+                }
                 if let watcher::Event::Apply(p) | watcher::Event::InitApply(p) | watcher::Event::Delete(p) =
                     ev
                 {
@@ -138,10 +160,14 @@ impl Recorder {
             }
         });
         let r = rec.clone();
+        let ens = ns.to_string();
         let event_task = tokio::spawn(async move {
             let mut s = watcher(events, watcher::Config::default()).boxed();
             while let Some(ev) = s.next().await {
                 let Ok(ev) = ev else { continue };
+                if frozen(&ens) {
+                    break;
+                }
                 if let watcher::Event::Apply(e) | watcher::Event::InitApply(e) = ev {
                     r.lock().unwrap_or_else(|e| e.into_inner()).event(&e);
                 }

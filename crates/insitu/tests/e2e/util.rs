@@ -104,6 +104,7 @@ pub async fn set_image(env: &Env, ns: &str, name: &str, image: &str) -> anyhow::
 
 /// Best effort: delete the CloneSet and its pods (nothing garbage-collects on a bare control plane).
 pub async fn cleanup(env: &Env, ns: &str, name: &str) {
+    crate::record::freeze(ns);
     let _ = clonesets(env, ns).delete(name, &DeleteParams::default()).await;
     let lp = ListParams::default().labels(&format!("app={name}"));
     let _ = pods(env, ns)
