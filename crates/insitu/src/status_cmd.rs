@@ -137,7 +137,7 @@ impl Screen {
         }
     }
 
-    fn show(&mut self, frame: String, out: &mut dyn FnMut(&str)) {
+    fn show(&mut self, frame: String, out: &mut (dyn FnMut(&str) + Send)) {
         if frame == self.last {
             return;
         }
@@ -194,7 +194,7 @@ pub async fn run(
     namespace: &str,
     name: &str,
     watch: bool,
-    out: &mut dyn FnMut(&str),
+    out: &mut (dyn FnMut(&str) + Send),
     screen: &mut Screen,
 ) -> anyhow::Result<Outcome> {
     let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), namespace);
@@ -277,7 +277,7 @@ where
 }
 
 /// Draws a frame; `Some` when the rollout has ended.
-fn draw(view: &View, screen: &mut Screen, out: &mut dyn FnMut(&str)) -> Option<Outcome> {
+fn draw(view: &View, screen: &mut Screen, out: &mut (dyn FnMut(&str) + Send)) -> Option<Outcome> {
     let cs = view.cs.as_ref()?;
     let since = view.since.as_ref().and_then(|(_, t)| *t);
     let verdict = rollout_view::verdict(cs, since);

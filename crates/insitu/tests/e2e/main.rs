@@ -20,6 +20,7 @@ mod inplace_meta;
 mod realnode;
 mod record;
 mod scenarios;
+mod tools;
 mod util;
 mod versions;
 
@@ -131,6 +132,7 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(launch_priority, 1, false, 300),
         scenario!(resize, 1, false, 300),
         scenario!(versions::v1beta1, 1, false, 240),
+        scenario!(tools::tools, 1, false, 360),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.
