@@ -90,4 +90,7 @@ pub struct Context {
     pub resize_subresource: bool,
     /// The server's ImagePullJobs, when image pre-download is on and the server serves them (see `predownload`).
     pub image_pull_jobs: Option<crate::predownload::ImagePullJobs>,
+    /// `clonesets` of `apps.kruise.io/v1beta1` with its status subresource, when served: status is written there
+    /// (the storage version, as Kruise master writes it), else in v1alpha1.
+    pub status_resource: Option<kube::api::ApiResource>,
 }

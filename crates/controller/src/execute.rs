@@ -124,15 +124,24 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
     }
 
     if let Some(status) = &plan.status {
-        let api: Api<CloneSet> = Api::namespaced(ctx.client.clone(), &ns);
         // A JSON patch `add /status` replaces the whole status atomically, clearing fields we no longer set.
+        // The status is the same in both versions (conversion carries it verbatim).
         let patch: json_patch::Patch =
             serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))?;
         ctx.metrics.write("patch", "clonesets/status");
         let started = std::time::Instant::now();
-        api.patch_status(&cs.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await
-            .map_err(|e| action_err("write CloneSet status", e))?;
+        let (name, pp) = (cs.name_any(), PatchParams::default());
+        let written = match &ctx.status_resource {
+            Some(ar) => Api::<kube::api::DynamicObject>::namespaced_with(ctx.client.clone(), &ns, ar)
+                .patch_status(&name, &pp, &Patch::<()>::Json(patch))
+                .await
+                .map(|_| ()),
+            None => Api::<CloneSet>::namespaced(ctx.client.clone(), &ns)
+                .patch_status(&name, &pp, &Patch::<()>::Json(patch))
+                .await
+                .map(|_| ()),
+        };
+        written.map_err(|e| action_err("write CloneSet status", e))?;
         tracing::debug!(cloneset = %x.key, ms = started.elapsed().as_millis() as u64, "status written");
     }
     Ok(())

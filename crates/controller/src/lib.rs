@@ -8,6 +8,7 @@ pub mod barrier;
 pub mod clock;
 pub mod context;
 pub mod correlator;
+pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod execute;

@@ -8,9 +8,7 @@
 use futures::{FutureExt, StreamExt};
 use insitu_api::CloneSet;
 use insitu_core::predownload::{self, Input};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -20,7 +18,6 @@ use crate::Context;
 use crate::error::is_status;
 use crate::events::Severity;
 
-const GROUP_VERSION: &str = "apps.kruise.io/v1beta1";
 /// Kruise's event reasons (Normal, both of them, as Kruise records them).
 pub const CREATED_IMAGE_PULL_JOB: &str = "CreatedImagePullJob";
 pub const FAILED_CREATE_IMAGE_PULL_JOB: &str = "FailedCreateImagePullJob";
@@ -30,24 +27,6 @@ pub const FAILED_CREATE_IMAGE_PULL_JOB: &str = "FailedCreateImagePullJob";
 pub struct ImagePullJobs {
     resource: ApiResource,
     store: Store<DynamicObject>,
-}
-
-/// Kruise `DiscoverGVK(ImagePullJob)`: the resource as the server serves it, if it does.
-pub async fn discover(client: &Client) -> Option<ApiResource> {
-    match client.list_api_group_resources(GROUP_VERSION).await {
-        Ok(list) => list
-            .resources
-            .iter()
-            .find(|r| r.name == "imagepulljobs")
-            .map(|r| {
-                let gvk = GroupVersionKind::gvk("apps.kruise.io", "v1beta1", &r.kind);
-                ApiResource::from_gvk_with_plural(&gvk, &r.name)
-            }),
-        Err(e) => {
-            tracing::info!(error = %e, "{GROUP_VERSION} not served: image pre-download off");
-            None
-        }
-    }
 }
 
 /// The cache of ImagePullJobs and the stream that fills it (never ends on its own).
