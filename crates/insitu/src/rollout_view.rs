@@ -282,3 +282,118 @@ pub fn frame(cs: &CloneSet, pods: &[&Pod], verdict: &Verdict) -> String {
     let _ = writeln!(out, "{}", verdict.message());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use insitu_api::CloneSetStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    fn cs(replicas: i32, st: CloneSetStatus) -> CloneSet {
+        let mut c: CloneSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+        }))
+        .unwrap();
+        c.status = Some(CloneSetStatus {
+            observed_generation: 2,
+            update_revision: "web-new".into(),
+            current_revision: "web-old".into(),
+            ..st
+        });
+        c
+    }
+
+    fn counts(updated: i32, updated_available: i32, ready: i32) -> CloneSetStatus {
+        CloneSetStatus {
+            replicas: 3,
+            ready_replicas: ready,
+            available_replicas: ready,
+            updated_replicas: updated,
+            updated_ready_replicas: updated_available,
+            updated_available_replicas: updated_available,
+            ..Default::default()
+        }
+    }
+
+    fn failed_update(at: i64) -> CloneSetCondition {
+        CloneSetCondition {
+            type_: keys::conditions::FAILED_UPDATE.into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(Timestamp::from_second(at).unwrap())),
+            message: "pod web-x cannot be updated in place".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn waits_for_updated_then_available_then_completes() {
+        let v = |st| verdict(&cs(3, st), None);
+        assert!(matches!(v(counts(1, 0, 2)), Verdict::Waiting(m) if m.contains("1 out of 3 new pods")));
+        assert!(
+            matches!(v(counts(3, 2, 2)), Verdict::Waiting(m) if m.contains("2 of 3 updated pods are available"))
+        );
+        assert!(
+            matches!(v(counts(3, 3, 3)), Verdict::Done(m) if m.contains("complete 3 pods at revision web-new"))
+        );
+        let mut unobserved = cs(3, counts(3, 3, 3));
+        unobserved.metadata.generation = Some(3);
+        assert!(
+            matches!(verdict(&unobserved, None), Verdict::Waiting(m) if m.contains("spec update to be observed"))
+        );
+    }
+
+    #[test]
+    fn partition_completes_early_and_paused_says_how_to_resume() {
+        let mut c = cs(3, counts(1, 1, 3));
+        c.spec.update_strategy = Some(insitu_api::CloneSetUpdateStrategy {
+            partition: Some(IntOrString::Int(2)),
+            ..Default::default()
+        });
+        assert!(matches!(verdict(&c, None), Verdict::Done(m) if m.contains("partition keeps 2")));
+        assert_eq!(Progress::of(&c).target, 1);
+        let mut p = cs(3, counts(0, 0, 3));
+        p.spec.update_strategy = Some(insitu_api::CloneSetUpdateStrategy {
+            paused: true,
+            ..Default::default()
+        });
+        assert!(
+            matches!(verdict(&p, None), Verdict::Waiting(m) if m.contains("rollout resume cloneset/web"))
+        );
+    }
+
+    #[test]
+    fn deadline_and_a_fresh_failed_update_fail_an_old_one_does_not() {
+        let mut st = counts(1, 0, 2);
+        st.conditions.push(CloneSetCondition {
+            type_: keys::conditions::PROGRESSING.into(),
+            status: "False".into(),
+            reason: DEADLINE_EXCEEDED.into(),
+            message: "CloneSet revision web-new has timed out progressing".into(),
+            ..Default::default()
+        });
+        assert!(
+            matches!(verdict(&cs(3, st), None), Verdict::Failed(m) if m.contains("exceeded its progress deadline"))
+        );
+        let since = Timestamp::from_second(1_000).unwrap();
+        let mut st = counts(1, 0, 2);
+        st.conditions.push(failed_update(900));
+        assert!(matches!(
+            verdict(&cs(3, st.clone()), Some(since)),
+            Verdict::Waiting(_)
+        ));
+        st.conditions[0] = failed_update(1_001);
+        assert!(
+            matches!(verdict(&cs(3, st), Some(since)), Verdict::Failed(m) if m.contains("cannot be updated in place"))
+        );
+    }
+
+    #[test]
+    fn bar_shows_available_then_moving() {
+        let p = Progress::of(&cs(3, counts(2, 1, 3)));
+        assert_eq!(bar(&p, 6), "[##++..]");
+    }
+}
