@@ -36,6 +36,11 @@ def diff(a, b, path, out):
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             diff(x, y, f"{path}[{i}]", out)
+    elif isinstance(a, list) and isinstance(b, list):
+        extra = [x for x in a if x not in b]
+        missing = [y for y in b if y not in a]
+        out.append(f"{path}: {len(a)} items in the chart, {len(b)} in the reference; only in the chart: {extra!r}; "
+                   f"only in the reference: {missing!r}")
     elif a != b:
         out.append(f"{path}: chart {a!r} != reference {b!r}")
 
