@@ -307,6 +307,9 @@ impl Gc {
         }
     }
 
+    /// A 404 ends the work (the object is gone); any other error, a 409 included, is retried with the state the
+    /// watches show by then, as kube-controller-manager's garbage collector requeues its items on every error (a
+    /// conflict need not be followed by a watch event that would enqueue the item again).
     async fn process_dependent(&mut self, key: DepKey) -> Result<(), kube::Error> {
         let Some(dep) = self.deps.get(&key).cloned() else {
             return Ok(());
@@ -351,7 +354,7 @@ impl Gc {
             };
             tracing::debug!(dependent = ?key, "gc: deleting dependent of a deleted owner");
             return match api.delete(&key.2, &dp).await {
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                 r => r.map(|_| ()),
             };
         }
@@ -361,7 +364,7 @@ impl Gc {
                 .patch(&key.2, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                 r => r.map(|_| ()),
             };
         }
@@ -397,7 +400,7 @@ impl Gc {
             .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             r => r.map(|_| ()),
         }
     }

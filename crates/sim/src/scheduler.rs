@@ -392,7 +392,11 @@ impl Scheduler {
                         format!("Successfully assigned {} to {node}", key_of(&pod)),
                     );
                 }
-                Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 409 || s.code == 404) => {
+                // Gone: nothing to schedule. A 409 is not: kube-apiserver answers Conflict both for a pod
+                // already assigned (the watch then shows its nodeName and drops it from the queue) and for a
+                // write that lost a race or was refused under load; kube-scheduler requeues the pod on any
+                // binding error (`handleBindingCycleError`), so it is retried like a 5xx.
+                Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => {
                     self.drop_pending(&key);
                 }
                 Err(e) => {

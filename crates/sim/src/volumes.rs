@@ -111,8 +111,9 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>) {
                 Ok(()) => {
                     bound.insert(pvc.metadata.uid.clone().unwrap_or_default());
                 }
-                // Gone or replaced meanwhile: its own watch event says what to do next.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                // Gone meanwhile: its own watch event says what to do next. A 409 is retried (with the claim
+                // as the watch last showed it): a conflict may come with no watch event after it.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => {
                     tracing::debug!(pvc = ?key, error = %e, "volume binding failed; will retry");
                     todo.insert(key, pvc);

@@ -98,3 +98,23 @@ async fn final_delete_is_retried_after_a_conflict() {
     assert_eq!(injected, 1, "the final delete was faulted");
     assert!(gone.is_some_and(|s| s < 5.0), "pod still there: {gone:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn binding_is_retried_after_a_conflict() {
+    // kube-scheduler requeues a pod on any binding error: a 409 on pods/binding is not "already bound".
+    let (cluster, clock, pods) = start().await;
+    cluster.apiserver.faults().add(once(&[Verb::Create], 409));
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .expect("create");
+    let up = within(&clock, async || {
+        pods.get_opt("b").await.ok().flatten().is_some_and(|p| ready(&p))
+    })
+    .await;
+    assert_eq!(
+        cluster.apiserver.faults().injected().statuses,
+        1,
+        "the binding was faulted"
+    );
+    assert!(up.is_some_and(|s| s < 10.0), "never scheduled and ready: {up:?}");
+}
