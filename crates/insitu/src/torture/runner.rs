@@ -11,6 +11,8 @@ use super::{SeedReport, TortureArgs, run_one};
 pub struct Totals {
     pub seeds: u64,
     pub faults: u64,
+    /// Injected Status answers by HTTP code, over all seeds.
+    pub by_code: std::collections::BTreeMap<u16, u64>,
     pub crashes: u64,
     pub events: u64,
     pub failed: Vec<u64>,
@@ -55,6 +57,9 @@ pub fn run_seeds(
             totals.seeds += 1;
             totals.faults += r.faults;
             totals.crashes += r.crashes;
+            for (code, n) in &r.by_code {
+                *totals.by_code.entry(*code).or_default() += n;
+            }
             totals.events += r.events;
             if !r.violations.is_empty() {
                 totals.failed.push(r.seed);
@@ -107,10 +112,11 @@ pub fn main(args: TortureArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     println!(
-        "torture: {} seed(s), {} fault(s) injected ({} controller crashes), {} pod events checked, {} violating seed(s) in {:.1}s",
+        "torture: {} seed(s), {} fault(s) injected ({} controller crashes, statuses by code {:?}), {} pod events checked, {} violating seed(s) in {:.1}s",
         totals.seeds,
         totals.faults,
         totals.crashes,
+        totals.by_code,
         totals.events,
         totals.failed.len(),
         started.elapsed().as_secs_f64()

@@ -246,14 +246,17 @@ impl Scenario {
         let spec = &self.cloneset.spec;
         let us = spec.update_strategy.clone().unwrap_or_default();
         format!(
-            "replicas={} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={} crashes={:?} faultsUntil={}s",
+            "replicas={} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
             spec.replicas(),
             us.max_unavailable,
             us.max_surge,
             us.partition,
             us.in_place_update_strategy.and_then(|s| s.grace_period_seconds),
             self.steps,
-            self.rules.len(),
+            self.rules
+                .iter()
+                .map(|r| format!("{:?}@{:.2}{:?}", r.fault, r.probability, r.verbs))
+                .collect::<Vec<_>>(),
             self.crashes,
             self.faults_until
         )

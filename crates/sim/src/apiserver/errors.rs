@@ -306,11 +306,23 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
-        (
+        let mut resp = (
             code,
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             body,
         )
-            .into_response()
+            .into_response();
+        // kube-apiserver sends `details.retryAfterSeconds` with a `Retry-After` header (429 from max-in-flight,
+        // 503 while shutting down or timing out).
+        if let Some(secs) = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64)
+            && let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string())
+        {
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+        }
+        resp
     }
 }

@@ -1,5 +1,5 @@
-//! Seeded fault injection at the API boundary: latency and error answers (409, 429, 500, 410 on watch), as a
-//! flaky or overloaded kube-apiserver gives them. Decisions come from one seeded RNG, so a run is reproducible.
+//! Seeded fault injection at the API boundary: latency and error answers (409, 429/503 with Retry-After, 500, 410 on
+//! watch), as a flaky or overloaded kube-apiserver gives them. Decisions come from one seeded RNG, so a run is reproducible.
 //!
 //! A rule matches requests by verb and resource; each matching request draws once against the rule's
 //! probability. A fault answers with a Status instead of running the request (nothing is written), so the
@@ -93,6 +93,8 @@ impl Rule {
 pub struct Injected {
     pub statuses: u64,
     pub latencies: u64,
+    /// Status answers by HTTP code (409, 410, 429, 500, ...).
+    pub by_code: std::collections::BTreeMap<u16, u64>,
 }
 
 struct State {
@@ -163,6 +165,7 @@ impl Faults {
                 Fault::Status(code) if error.is_none() => {
                     error = Some(status(*code, verb, resource));
                     injected.statuses += 1;
+                    *injected.by_code.entry(*code).or_default() += 1;
                 }
                 _ => continue,
             }
@@ -189,22 +192,28 @@ fn status(code: u16, verb: Verb, resource: &str) -> ApiError {
             "Expired",
             format!("too old resource version (injected, {what})"),
         ),
-        429 => ApiError::new(
+        429 => retry_after(ApiError::new(
             429,
             "TooManyRequests",
             format!(
                 "the server has received too many requests and has asked us to try again later (injected, {what})"
             ),
-        ),
-        503 => ApiError::new(
+        )),
+        503 => retry_after(ApiError::new(
             503,
             "ServiceUnavailable",
             format!("the server is currently unable to handle the request (injected, {what})"),
-        ),
+        )),
         c => ApiError::new(
             c,
             "InternalError",
             format!("an error on the server has prevented the request from succeeding (injected, {what})"),
         ),
     }
+}
+
+/// kube-apiserver's max-in-flight filter answers 429 with `Retry-After: 1` (and `details.retryAfterSeconds`).
+fn retry_after(mut e: ApiError) -> ApiError {
+    e.details = Some(serde_json::json!({"retryAfterSeconds": 1}));
+    e
 }
