@@ -632,6 +632,22 @@ pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
             .all(|u| seen.pods.get(u).is_some_and(|h| h.crash_loop)),
         || "CrashLoopBackOff not observed on the broken pods".into(),
     )?;
+    if env.real_node.is_some() {
+        // The kubelet's crash back-off starts at 10 s and doubles (kubelet's initial/max 10 s/300 s).
+        let saw = |d: &str| {
+            broken_uids
+                .iter()
+                .any(|u| seen.pods.get(u).is_some_and(|h| h.backoffs.contains(d)))
+        };
+        let all: Vec<_> = broken_uids
+            .iter()
+            .filter_map(|u| seen.pods.get(u))
+            .map(|h| &h.backoffs)
+            .collect();
+        ensure(saw("10s") && saw("20s"), || {
+            format!("CrashLoopBackOff back-offs seen {all:?}, want 10s then 20s")
+        })?;
+    }
     cleanup(env, ns, name).await;
     Ok(())
 }

@@ -336,6 +336,24 @@ pub struct PodHistory {
     pub resize_in_progress: bool,
     /// Ready=True was seen together with InPlaceUpdateReady=False (a readiness gate not honoured).
     pub ready_with_gate_false: bool,
+    /// The back-off durations a real kubelet names in CrashLoopBackOff messages (`back-off 10s restarting ...`).
+    pub backoffs: BTreeSet<String>,
+}
+
+/// `back-off 20s restarting failed container=...` → `20s`, from every waiting container's message.
+fn backoffs(p: &Pod) -> Vec<String> {
+    p.status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.message.as_deref())
+        .filter_map(|m| {
+            m.split("back-off ")
+                .nth(1)?
+                .split_whitespace()
+                .next()
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 #[derive(Debug, Default)]
@@ -402,6 +420,7 @@ impl Observed {
         h.inplace_ready_false |= gate_false;
         h.ready_with_gate_false |= gate_false && is_ready(p);
         h.crash_loop |= waiting_reason(p).as_deref() == Some("CrashLoopBackOff");
+        h.backoffs.extend(backoffs(p));
         h.max_restarts = h.max_restarts.max(restarts(p));
         h.resize_in_progress |= condition(p, "PodResizeInProgress").as_deref() == Some("True");
         let ready = is_ready(p) && p.metadata.deletion_timestamp.is_none();
