@@ -377,7 +377,7 @@ def main():
     ap.add_argument("--expected", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected.tsv"))
     ap.add_argument("--filter", help="only specs whose `[group] text` matches this regex")
     ap.add_argument("--jobs", type=int, default=8)
-    ap.add_argument("--timeout", type=int, default=240, help="seconds per spec")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per spec")
     ap.add_argument("--update", action="store_true", help="rewrite expected.tsv from this run (keeps reasons)")
     ap.add_argument("--keep", action="store_true", help="keep logs of passing specs too")
     ap.add_argument("--stagger", type=float, default=2.0, help="seconds between two spec starts")
