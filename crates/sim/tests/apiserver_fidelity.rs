@@ -522,3 +522,206 @@ async fn a_new_run_expires_old_resource_versions_and_uids() {
         (json!(410), json!("Expired"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn metadata_validation_as_kube_apiserver() {
+    let s = server();
+    let mut p = pod("p");
+    p["metadata"]["labels"] = json!({"app": "x".repeat(64)});
+    let a = json_req(&s, "POST", PODS, "application/json", p).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        format!(
+            "Pod \"p\" is invalid: metadata.labels: Invalid value: \"{}\": must be no more than 63 characters",
+            "x".repeat(64)
+        )
+    );
+    assert_eq!(a.body["details"]["causes"][0]["field"], "metadata.labels");
+    // A numeric label value does not decode (pods: the typed decoder; CloneSets: the embedded ObjectMeta).
+    let mut p = pod("n");
+    p["metadata"]["labels"] = json!({"app": 1});
+    let a = json_req(&s, "POST", PODS, "application/json", p).await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    let mut cs = cloneset("n", 1);
+    cs["metadata"]["labels"] = json!({"tier": 3});
+    let a = json_req(&s, "POST", CS, "application/json", cs).await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string"),
+        "{}",
+        a.body
+    );
+    // Annotations: 256 KiB in total, on update too.
+    assert_eq!(
+        json_req(&s, "POST", PODS, "application/json", pod("ok"))
+            .await
+            .code,
+        201
+    );
+    let big = json!({"metadata": {"annotations": {"a": "x".repeat(256 * 1024)}}});
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{PODS}/ok"),
+        "application/merge-patch+json",
+        big,
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "Pod \"ok\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"
+    );
+    assert_eq!(a.body["details"]["causes"][0]["reason"], "FieldValueTooLong");
+}
+
+#[tokio::test(start_paused = true)]
+async fn size_limits_never_abort() {
+    let s = server();
+    // Request bodies over 3 MiB: 413.
+    let mut p = pod("huge");
+    p["metadata"]["annotations"] = json!({"a": "x".repeat(4 * 1024 * 1024)});
+    let a = json_req(&s, "POST", PODS, "application/json", p).await;
+    assert_eq!(a.code, 413, "{}", a.body);
+    assert_eq!(a.body["message"], "Request entity too large: limit is 3145728");
+    // An object over etcd's 1.5 MiB (in a body under 3 MiB): refused as etcd refuses it.
+    let mut c = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x".repeat(2 * 1024 * 1024)}});
+    let a = json_req(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        c.clone(),
+    )
+    .await;
+    assert_eq!(
+        (a.code, a.body["message"].clone()),
+        (500, json!("etcdserver: request is too large")),
+        "{}",
+        a.body
+    );
+    // A small JSON patch of copies cannot grow an object without bound.
+    c["data"] = json!({"k": "x".repeat(512 * 1024)});
+    assert_eq!(
+        json_req(
+            &s,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            c
+        )
+        .await
+        .code,
+        201
+    );
+    let ops: Vec<Value> = (0..24)
+        .map(|i| json!({"op": "copy", "from": "/data/k", "path": format!("/data/k{i}")}))
+        .collect();
+    let a = json_req(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/big",
+        "application/json-patch+json",
+        json!(ops),
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "the server rejected our request due to an error in our request"
+    );
+    // Two copies stay under the copy limit but not under etcd's.
+    let ops: Vec<Value> = (0..2)
+        .map(|i| json!({"op": "copy", "from": "/data/k", "path": format!("/data/k{i}")}))
+        .collect();
+    let a = json_req(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/big",
+        "application/json-patch+json",
+        json!(ops),
+    )
+    .await;
+    assert_eq!(a.code, 500, "{}", a.body);
+    // Too many operations.
+    let ops: Vec<Value> = (0..10_001)
+        .map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"}))
+        .collect();
+    let a = json_req(
+        &s,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/big",
+        "application/json-patch+json",
+        json!(ops),
+    )
+    .await;
+    assert_eq!(a.code, 413, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    let live = get(&s, "/api/v1/namespaces/default/configmaps/big").await.body;
+    assert_eq!(live["data"].as_object().map(|m| m.len()), Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_log_and_unsupported_streams() {
+    let s = server();
+    assert_eq!(
+        json_req(&s, "POST", PODS, "application/json", pod("p"))
+            .await
+            .code,
+        201
+    );
+    let status = json!({"status": {"containerStatuses": [{"name": "c", "image": "nginx:1.27", "imageID": "", "ready": true,
+        "restartCount": 1, "state": {"running": {"startedAt": "2026-01-01T00:01:00Z"}},
+        "lastState": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": "2026-01-01T00:00:10Z", "finishedAt": "2026-01-01T00:00:59Z"}}}]}});
+    let a = json_req(
+        &s,
+        "PATCH",
+        &format!("{PODS}/p/status"),
+        "application/merge-patch+json",
+        status,
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    use tower::ServiceExt;
+    let text = |uri: String| {
+        let s = s.clone();
+        async move {
+            let req = axum::http::Request::builder()
+                .uri(uri)
+                .body(axum::body::Body::empty())
+                .expect("req");
+            let resp = s.router().oneshot(req).await.expect("resp");
+            let code = resp.status().as_u16();
+            let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .expect("body");
+            (code, String::from_utf8_lossy(&b).into_owned())
+        }
+    };
+    let (code, log) = text(format!("{PODS}/p/log")).await;
+    assert_eq!(code, 200, "{log}");
+    assert_eq!(
+        log,
+        "2026-01-01T00:01:00Z simulated container c started (image nginx:1.27)\n"
+    );
+    let (code, log) = text(format!("{PODS}/p/log?previous=true")).await;
+    assert_eq!(code, 200, "{log}");
+    assert!(
+        log.ends_with("2026-01-01T00:00:59Z simulated container c exited with code 0 (Completed)\n"),
+        "{log}"
+    );
+    let (code, body) = text(format!("{PODS}/p/exec?command=sh&stdin=true")).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("pods/exec is not supported by the simulated cluster: its containers run no processes"),
+        "{body}"
+    );
+    assert_eq!(text(format!("{PODS}/nope/log")).await.0, 404);
+}

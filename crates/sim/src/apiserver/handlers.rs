@@ -14,6 +14,7 @@ use super::selectors::{FieldSelector, LabelSelector, Selectors};
 use super::{
     ApiRequest, ApiServer, events, format_time, json_response, pods, structural, table, value_response, watch,
 };
+use super::{limits, metadata_validation, pod_streams};
 use crate::store::{Object, Write, Written};
 
 /// The object a write addresses.
@@ -192,6 +193,7 @@ impl ApiServer {
                 Method::DELETE => self.delete(req, &ns, &name),
                 _ => Err(ApiError::method_not_allowed()),
             },
+            Some(sub) if pod_streams::handles(rt.is_pod(), sub) => self.pod_stream(req, &ns, &name, sub),
             Some(sub) if !rt.has_sub(sub) => Err(ApiError::no_route()),
             Some("scale") => match req.method {
                 Method::GET => self.scale_get(req, &ns, &name),
@@ -303,7 +305,7 @@ impl ApiServer {
         let raw = parse_object(req)?;
         fv.check(req.rt, &raw, Source::Body)?;
         let body = stored_form(req.rt, raw);
-        let obj = self.create_value_as(req.rt, ns, body, req.dry_run())?;
+        let obj = self.create_value_as(req.rt, ns, body, req.dry_run(), req.body.len())?;
         Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))
     }
 
@@ -314,16 +316,18 @@ impl ApiServer {
         ns: &str,
         body: Value,
     ) -> ApiResult<Object> {
-        self.create_value_as(view, ns, body, false)
+        self.create_value_as(view, ns, body, false, 0)
     }
 
-    /// [`ApiServer::create_value`], or its dry run.
+    /// [`ApiServer::create_value`], or its dry run. `bound` is the request body's size: the created object is
+    /// about as large, so it is only serialized to be measured against etcd's limit when that body was near it.
     fn create_value_as(
         &self,
         view: &'static ResourceType,
         ns: &str,
         mut body: Value,
         dry: bool,
+        bound: usize,
     ) -> ApiResult<Object> {
         let rt = storage_rt(view);
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -373,7 +377,9 @@ impl ApiServer {
                     ns,
                     name: &candidate,
                 };
-                self.prepare_create(target, body.clone()).map(Write::Put)
+                let obj = self.prepare_create(target, body.clone())?;
+                limits::check_object(&obj, bound)?;
+                Ok(Write::Put(obj))
             });
             match res {
                 Err(e) if e.reason == "AlreadyExists" && name.is_empty() && attempt < 8 => attempt += 1,
@@ -426,7 +432,8 @@ impl ApiServer {
                 meta.remove("generation");
             }
         }
-        let errs = name_errors(name, rt.resource == "namespaces");
+        let mut errs = name_errors(name, rt.resource == "namespaces");
+        errs.extend(metadata_validation::validate(&obj));
         if !errs.is_empty() {
             return Err(ApiError::invalid(rt, name, &errs));
         }
@@ -519,7 +526,11 @@ impl ApiServer {
                 ns,
                 name,
             };
-            self.finish_update(target, mode, body, &old, node.as_ref())
+            let w = self.finish_update(target, mode, body, &old, node.as_ref())?;
+            if let Write::Put(v) = &w {
+                limits::check_object(v, cur.bytes.len() + req.body.len())?;
+            }
+            Ok(w)
         })?;
         let code = if create {
             StatusCode::CREATED
@@ -569,7 +580,16 @@ impl ApiServer {
             fv.check(view, &new, Source::Patch)?;
             let new = stored_form(view, new);
             check_rv(rt, name, &new, &old)?;
-            self.finish_update(Target { rt, view, ns, name }, mode, new, &old, node.as_ref())
+            let w = self.finish_update(Target { rt, view, ns, name }, mode, new, &old, node.as_ref())?;
+            if let Write::Put(v) = &w {
+                let copies = if kind == PatchKind::Json {
+                    limits::JSON_PATCH_MAX_COPY_BYTES
+                } else {
+                    0
+                };
+                limits::check_object(v, cur.bytes.len() + req.body.len() + copies)?;
+            }
+            Ok(w)
         })?;
         let code = if create {
             StatusCode::CREATED
@@ -719,6 +739,10 @@ impl ApiServer {
             if !errs.is_empty() {
                 return Err(ApiError::invalid(rt, name, &errs));
             }
+        }
+        let errs = metadata_validation::validate(&new);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(rt, name, &errs));
         }
         if rt.generation {
             let changed = if rt.is_pod() {
@@ -1273,6 +1297,7 @@ pub(super) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
 /// (with v1beta1's defaults, which a real apiserver applies when it reads the object back).
 fn admit_cloneset(view: &ResourceType, name: &str, obj: Value, old: Option<&Value>) -> ApiResult<Value> {
     let mut v = present_value(view, obj);
+    metadata_validation::cloneset_meta_types(view, &v)?;
     structural::apply(&mut v);
     let errs = match (view.version, old) {
         ("v1beta1", None) => {

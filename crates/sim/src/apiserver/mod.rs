@@ -12,7 +12,10 @@ mod events;
 pub mod faults;
 mod fieldvalidation;
 mod handlers;
+mod limits;
+mod metadata_validation;
 mod patch;
+mod pod_streams;
 mod pods;
 mod resources;
 mod selectors;
@@ -438,8 +441,6 @@ pub(crate) fn value_response(code: StatusCode, v: &Value) -> Response {
     json_response(code, serde_json::to_vec(v).unwrap_or_default())
 }
 
-const BODY_LIMIT: usize = 64 * 1024 * 1024;
-
 /// Marks requests of [`ApiServer::oracle_client`] (never faulted).
 const ORACLE_HEADER: &str = "x-insitu-sim-oracle";
 
@@ -456,8 +457,17 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
     if let Some(resp) = discovery::serve(&server, &parts.method, &seg, &parts.headers, &query) {
         return resp;
     }
-    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limits::REQUEST_BODY_LIMIT) {
+        return limits::body_too_large().into_response();
+    }
+    let body = match axum::body::to_bytes(body, limits::REQUEST_BODY_LIMIT).await {
         Ok(b) => b,
+        Err(e) if e.to_string().contains("length limit") => return limits::body_too_large().into_response(),
         Err(e) => return ApiError::bad_request(format!("reading request body: {e}")).into_response(),
     };
     let api = match route(&seg) {

@@ -59,17 +59,7 @@ pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiErr
         PatchKind::Json => {
             let patch: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            json_patch::patch(doc, &patch.0).map_err(|e| {
-                tracing::debug!(error = %e, "json patch failed");
-                ApiError {
-                    details: Some(serde_json::json!({})),
-                    ..ApiError::new(
-                        422,
-                        "Invalid",
-                        "the server rejected our request due to an error in our request",
-                    )
-                }
-            })
+            super::limits::apply_json_patch(doc, &patch.0).map(|_| ())
         }
         PatchKind::Merge | PatchKind::Apply => {
             let patch = parse_body(body, kind == PatchKind::Apply)?;
