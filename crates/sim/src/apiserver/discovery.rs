@@ -245,7 +245,7 @@ pub(super) fn serve(
             Vec::<u8>::new(),
         )
             .into_response(),
-        ["openapi", "v3", ..] => ApiError::no_route().into_response(),
+        ["openapi", "v3", rest @ ..] => super::openapi::serve(rest),
         _ => return None,
     };
     Some(resp)

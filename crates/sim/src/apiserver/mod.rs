@@ -14,6 +14,7 @@ mod fieldvalidation;
 mod handlers;
 mod limits;
 mod metadata_validation;
+mod openapi;
 mod patch;
 mod pod_streams;
 mod pods;
