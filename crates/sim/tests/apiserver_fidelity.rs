@@ -350,7 +350,7 @@ async fn field_validation_strict_warn_ignore() {
     assert_eq!(a.code, 400, "{}", a.body);
     assert_eq!(
         a.body["message"],
-        "strict decoding error: unknown field \"metadata.lables\", unknown field \"spec.updateStrategy.partiton\""
+        "CloneSet in version \"v1alpha1\" cannot be handled as a CloneSet: strict decoding error: unknown field \"metadata.lables\", unknown field \"spec.updateStrategy.partiton\""
     );
 
     // Warn: stored (pruned), one Warning header per field.
@@ -400,7 +400,7 @@ async fn field_validation_strict_warn_ignore() {
     assert_eq!(a.code, 400, "{}", a.body);
     assert_eq!(
         a.body["message"],
-        "strict decoding error: unknown field \"spec.containers[0].imagee\""
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].imagee\""
     );
     let a = json_req(
         &s,
@@ -533,7 +533,7 @@ async fn metadata_validation_as_kube_apiserver() {
     assert_eq!(
         a.body["message"],
         format!(
-            "Pod \"p\" is invalid: metadata.labels: Invalid value: \"{}\": must be no more than 63 characters",
+            "Pod \"p\" is invalid: metadata.labels: Invalid value: \"{}\": must be no more than 63 bytes",
             "x".repeat(64)
         )
     );
@@ -588,7 +588,7 @@ async fn size_limits_never_abort() {
     let a = json_req(&s, "POST", PODS, "application/json", p).await;
     assert_eq!(a.code, 413, "{}", a.body);
     assert_eq!(a.body["message"], "Request entity too large: limit is 3145728");
-    // An object over etcd's 1.5 MiB (in a body under 3 MiB): refused as etcd refuses it.
+    // A ConfigMap over 1 MiB of data: ConfigMap validation's own limit.
     let mut c = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x".repeat(2 * 1024 * 1024)}});
     let a = json_req(
         &s,
@@ -598,11 +598,10 @@ async fn size_limits_never_abort() {
         c.clone(),
     )
     .await;
+    assert_eq!(a.code, 422, "{}", a.body);
     assert_eq!(
-        (a.code, a.body["message"].clone()),
-        (500, json!("etcdserver: request is too large")),
-        "{}",
-        a.body
+        a.body["message"],
+        "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"
     );
     // A small JSON patch of copies cannot grow an object without bound.
     c["data"] = json!({"k": "x".repeat(512 * 1024)});
@@ -634,19 +633,29 @@ async fn size_limits_never_abort() {
         a.body["message"],
         "the server rejected our request due to an error in our request"
     );
-    // Two copies stay under the copy limit but not under etcd's.
-    let ops: Vec<Value> = (0..2)
-        .map(|i| json!({"op": "copy", "from": "/data/k", "path": format!("/data/k{i}")}))
-        .collect();
+    // Two copies stay under the copy limit but not under etcd's 1.5 MiB (an Event: no kind-specific limit).
+    let ev = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"},
+                    "reason": "R", "message": "x".repeat(600 * 1024)});
+    let events = "/api/v1/namespaces/default/events";
+    assert_eq!(
+        json_req(&s, "POST", events, "application/json", ev).await.code,
+        201
+    );
+    let ops = json!([{"op": "copy", "from": "/message", "path": "/reason"}, {"op": "copy", "from": "/message", "path": "/action"}]);
     let a = json_req(
         &s,
         "PATCH",
-        "/api/v1/namespaces/default/configmaps/big",
+        &format!("{events}/e"),
         "application/json-patch+json",
-        json!(ops),
+        ops,
     )
     .await;
-    assert_eq!(a.code, 500, "{}", a.body);
+    assert_eq!(
+        (a.code, a.body["message"].clone()),
+        (500, json!("etcdserver: request is too large")),
+        "{}",
+        a.body
+    );
     // Too many operations.
     let ops: Vec<Value> = (0..10_001)
         .map(|_| json!({"op": "test", "path": "/kind", "value": "ConfigMap"}))

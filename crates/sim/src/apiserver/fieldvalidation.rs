@@ -118,7 +118,12 @@ impl FieldCheck {
         }
         let strict = format!("strict decoding error: {}", msgs.join(", "));
         Err(match source {
-            Source::Body => ApiError::bad_request(strict),
+            Source::Body => ApiError::bad_request(format!(
+                "{} in version {} cannot be handled as a {}: {strict}",
+                view.kind,
+                quote(view.version),
+                view.kind
+            )),
             Source::Patch => patch_invalid(obj, &strict),
         })
     }
