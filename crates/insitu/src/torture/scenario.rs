@@ -1,5 +1,5 @@
 //! One seed's scenario: a random CloneSet, the changes made to it, and the faults injected, all drawn from the
-//! seed (same seed, same scenario).
+//! seed (same seed, same scenario): slow preStop hooks among them.
 
 use std::time::Duration;
 
@@ -112,7 +112,7 @@ impl Scenario {
         } else {
             rng.random_range(1..=5)
         };
-        let cloneset: CloneSet = serde_json::from_value(json!({
+        let mut cloneset: CloneSet = serde_json::from_value(json!({
             "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
             "metadata": {"name": "torture", "namespace": "default"},
             "spec": {
@@ -214,6 +214,18 @@ impl Scenario {
             crashes.push((rng.random_range(1..=faults_until), rng.random_range(0..=5)));
         }
         crashes.sort_unstable();
+        // Slow preStop (drawn last, so the rest of a seed's scenario does not depend on it): every kill of the
+        // container (deletion, recreate, in-place restart) waits for the hook, within a 30 s grace period.
+        if rng.random_bool(0.4) {
+            let secs = rng.random_range(1..=20);
+            let patch = json!({"spec": {"template": {"spec": {
+                "terminationGracePeriodSeconds": 30,
+                "containers": [{"name": "app", "image": GOOD_IMAGES[0], "env": [{"name": "V", "value": "0"}],
+                    "lifecycle": {"preStop": {"exec": {"command": ["sleep", secs.to_string()]}}}}]}}}});
+            let mut v = serde_json::to_value(&cloneset).expect("CloneSet serializes");
+            json_patch::merge(&mut v, &patch);
+            cloneset = serde_json::from_value(v).expect("torture CloneSet with preStop");
+        }
         Scenario {
             seed,
             cloneset,
@@ -246,8 +258,21 @@ impl Scenario {
         let spec = &self.cloneset.spec;
         let us = spec.update_strategy.clone().unwrap_or_default();
         format!(
-            "replicas={} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
+            "replicas={} preStop={:?} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
             spec.replicas(),
+            spec.template
+                .spec
+                .as_ref()
+                .and_then(|p| p.containers.first())
+                .and_then(|c| c
+                    .lifecycle
+                    .as_ref()?
+                    .pre_stop
+                    .as_ref()?
+                    .exec
+                    .as_ref()?
+                    .command
+                    .clone()),
             us.max_unavailable,
             us.max_surge,
             us.partition,
