@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use insitu::{
-    bench_cmd, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
+    bench, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
     torture, up_cmd,
 };
 
@@ -46,8 +46,9 @@ enum Command {
     Crd(CrdArgs),
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
     Nodes(nodes_cmd::NodesArgs),
-    /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures.
-    Bench(bench_cmd::BenchArgs),
+    /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures;
+    /// `bench seed-compare`: the seed's in-place vs recreate table.
+    Bench(bench::BenchCmd),
     /// Seeded fault injection on the embedded cluster (virtual time) with an invariant checker.
     Torture(torture::TortureArgs),
     /// Show a CloneSet's rollout: progress, current batch, and each pod's lifecycle state and stage (`-w` watches).
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
         }
         Command::Bench(args) => {
             init_tracing("warn");
-            bench_cmd::main(args)
+            bench::main(args)
         }
         Command::Torture(args) => {
             init_tracing("error");

@@ -58,6 +58,23 @@ pub struct ImageProfiles {
     /// The registry: normalized reference → `sha256:<64 hex>` digest. Several tags may share one digest
     /// (the same image pushed twice); references not listed get a digest derived from their name.
     pub digests: std::collections::BTreeMap<String, String>,
+    /// Seeded transient failures of container start attempts, and the new-pod sandbox time.
+    pub starts: StartModel,
+}
+
+/// What starting a container costs beyond its image's pull/start: a new pod's sandbox (CRI `RunPodSandbox` +
+/// CNI: the pod's network namespace and IP) and a seeded chance that one start attempt fails transiently
+/// (shown as `ErrImagePull`, retried after the kubelet's back-off, 10 s doubling), higher for a pod that is new
+/// on its node (sandbox, IP, volumes, a cold image cache all happen then) than for a container restarted in place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StartModel {
+    /// Time from a pod's admission on a node to its first image pull/container create.
+    pub sandbox: Duration,
+    /// Per-million chance that a start attempt of a pod's first containers (a new pod on the node) fails.
+    pub new_pod_failure_ppm: u32,
+    /// Per-million chance that a start attempt of a container that already ran in this pod fails (in-place
+    /// update or restart).
+    pub restart_failure_ppm: u32,
 }
 
 impl ImageProfiles {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use kube::Client;
 
-pub use image::{ImageFailure, ImageProfile, ImageProfiles, image_id, normalize_image};
+pub use image::{ImageFailure, ImageProfile, ImageProfiles, StartModel, image_id, normalize_image};
 pub use node::{LEASE_NAMESPACE, SIM_NODE_LABEL};
 
 use crate::Clock;

@@ -570,6 +570,10 @@ impl PodRt {
             grace: termination_grace(pod),
         };
         rt.adopt(pod, now, env);
+        // A pod new on the node (nothing adopted) first gets its sandbox: network namespace, CNI, IP.
+        if rt.containers.iter().all(|c| c.current.is_none()) {
+            rt.busy_until = add(now, env.images.starts.sandbox);
+        }
         let requests = pod_requests(rt.containers.iter().map(|c| (&c.res, c.kind == Kind::Init)), true);
         env.node.alloc.set(&rt.desc, requests);
         rt.sync_resize(now, env);
@@ -818,10 +822,16 @@ impl PodRt {
                         .pull_backoff
                         .map_or(BACKOFF_INITIAL, |b| (b * 2).min(BACKOFF_MAX));
                     c.pull_backoff = Some(backoff);
-                    let msg = format!(
-                        "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{n}\": failed to resolve reference \"{n}\": {n}: not found",
-                        n = normalize_image(&image)
-                    );
+                    let n = normalize_image(&image);
+                    let msg = if env.images.lookup(&image).fail == ImageFailure::NeverPulls {
+                        format!(
+                            "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{n}\": failed to resolve reference \"{n}\": {n}: not found"
+                        )
+                    } else {
+                        format!(
+                            "Failed to pull image \"{image}\": rpc error: code = Unavailable desc = failed to pull and unpack image \"{n}\": failed to copy: read tcp: i/o timeout"
+                        )
+                    };
                     c.event(env, t, true, "Failed", msg);
                     c.event(env, t, true, "Failed", "Error: ErrImagePull".into());
                     let show_at = (ERR_IMAGE_PULL_SHOWN < backoff).then(|| add(t, ERR_IMAGE_PULL_SHOWN));
@@ -963,7 +973,7 @@ impl PodRt {
         let profile = env.images.lookup(&image);
         let norm = normalize_image(&image);
         let present = env.node.present.get(&norm).copied();
-        let fails = profile.fail == ImageFailure::NeverPulls;
+        let fails = profile.fail == ImageFailure::NeverPulls || transient_failure(c, env);
         if let (Some(p), false) = (present, fails)
             && p <= t
         {
@@ -1479,6 +1489,19 @@ fn env_hash(
     containermeta::hash_envs(&vals)
 }
 
+/// Whether this start attempt fails transiently (seeded, [`super::StartModel`]): the new-pod chance for a container
+/// that never ran in this pod, the restart chance otherwise. Draws from the RNG only when a chance is set, so runs
+/// without the model replay as before.
+fn transient_failure(c: &ContainerRt, env: &mut Env<'_>) -> bool {
+    let m = env.images.starts;
+    let ppm = if c.current.is_none() && c.last.is_none() {
+        m.new_pod_failure_ppm
+    } else {
+        m.restart_failure_ppm
+    };
+    ppm > 0 && env.rng.next_u32() % 1_000_000 < ppm
+}
+
 /// The pod's termination grace period (spec, default 30 s).
 pub fn termination_grace(pod: &Pod) -> Duration {
     pod.spec
@@ -1768,6 +1791,59 @@ mod tests {
         rt.update_spec(&good, t(20), &mut h.env());
         h.run(&mut rt, t(23));
         assert!(c(&rt, &good).state.and_then(|s| s.running).is_some());
+    }
+
+    #[test]
+    fn start_model_sandbox_and_transient_failures() {
+        let running = |rt: &PodRt, pod: &Pod| c(rt, pod).state.and_then(|s| s.running).is_some();
+        // A new pod waits for its sandbox (2 s) before the pull (2 s) and start (1 s).
+        let starts = super::super::StartModel {
+            sandbox: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let mut h = Harness::new(ImageProfiles {
+            starts,
+            ..Default::default()
+        });
+        let pod = seed_pod("nginx:1.19.0");
+        let mut rt = PodRt::new(&pod, t(0), &mut h.env());
+        h.run(&mut rt, t(4));
+        assert!(!running(&rt, &pod), "sandbox, then pull: not yet running at 4 s");
+        h.run(&mut rt, t(5));
+        assert!(running(&rt, &pod));
+        // Every first start fails once it is certain: ErrImagePull, back-off, retried (and failing again).
+        let always = super::super::StartModel {
+            new_pod_failure_ppm: 1_000_000,
+            ..Default::default()
+        };
+        let mut h = Harness::new(ImageProfiles {
+            starts: always,
+            ..Default::default()
+        });
+        let mut rt = PodRt::new(&pod, t(0), &mut h.env());
+        h.run(&mut rt, t(2));
+        let waiting = c(&rt, &pod).state.and_then(|s| s.waiting).and_then(|w| w.reason);
+        assert_eq!(waiting.as_deref(), Some("ErrImagePull"));
+        assert!(h.events.iter().any(|e| e.message.contains("i/o timeout")));
+        // Restarts in place have their own chance (0 here): the running container's update succeeds.
+        let none = super::super::StartModel {
+            new_pod_failure_ppm: 0,
+            restart_failure_ppm: 0,
+            ..Default::default()
+        };
+        let mut h = Harness::new(ImageProfiles {
+            starts: none,
+            ..Default::default()
+        });
+        let mut rt = PodRt::new(&pod, t(0), &mut h.env());
+        h.run(&mut rt, t(4));
+        h.images.starts.restart_failure_ppm = 1_000_000;
+        rt.update_spec(&seed_pod("nginx:1.20.0"), t(10), &mut h.env());
+        h.run(&mut rt, t(20));
+        assert!(
+            h.events.iter().any(|e| e.message.contains("i/o timeout")),
+            "restart attempt failed"
+        );
     }
 
     #[test]

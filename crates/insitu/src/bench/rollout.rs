@@ -1,4 +1,4 @@
-//! `insitu bench`: an in-place rollout of a large CloneSet on the embedded cluster, measured.
+//! `insitu bench` (default scenario): an in-place rollout of a large CloneSet on the embedded cluster, measured.
 //!
 //! Scenario: create a CloneSet of `--pods` replicas (`InPlaceIfPossible`, the seed's pod template), wait until all
 //! are Ready, change the image, and measure until every pod runs the new image and is Ready again. Cluster time
@@ -17,13 +17,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
-use futures::StreamExt;
+use anyhow::Context as _;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
 use insitu_core::PackedPod;
 use insitu_sim::Clock as _;
-use insitu_sim::apiserver::ApiStats;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -32,14 +30,17 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use serde::Serialize;
 
+use super::figures::{
+    diff, label, percentile, proc_memory, quantile, samples, settled, wait_cloneset, write_counts,
+};
+use super::report::{BenchReport, Floor, Memory, Phase, Planning, WriteCount, Writes, render};
 use crate::monitor;
 use crate::simtime::{self, SharedClock};
 
 const NAME: &str = "bench";
-const OLD_IMAGE: &str = "nginx:1.19.0";
-const NEW_IMAGE: &str = "nginx:1.20.0";
+pub const OLD_IMAGE: &str = "nginx:1.19.0";
+pub const NEW_IMAGE: &str = "nginx:1.20.0";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -74,124 +75,6 @@ pub struct BenchArgs {
     pub timeout: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Phase {
-    pub virtual_seconds: f64,
-    pub wall_seconds: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Floor {
-    /// Pods updated at once: `maxUnavailable` scaled to the replicas (rounded down, at least 1).
-    pub max_unavailable_pods: usize,
-    pub batches: usize,
-    pub grace_seconds: f64,
-    pub pre_stop_seconds: f64,
-    pub pull_seconds: f64,
-    pub start_seconds: f64,
-    pub readiness_seconds: f64,
-    /// One pod, image not yet on its node: grace + preStop + pull + start + readiness.
-    pub per_pod_first_seconds: f64,
-    /// One pod, image already pulled on its node (every batch after the first).
-    pub per_pod_cached_seconds: f64,
-    /// first + (batches − 1) × cached.
-    pub floor_seconds: f64,
-    /// batches × first (every batch pays the pull): the simpler bound, for reference.
-    pub floor_with_pull_every_batch_seconds: f64,
-    /// Rollout virtual seconds / floor.
-    pub ratio: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct WriteCount {
-    pub verb: String,
-    pub resource: String,
-    pub count: u64,
-    pub per_pod: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Writes {
-    /// Every write the apiserver served during the rollout (controller, kubelet, scheduler, GC, leases).
-    pub apiserver_total: u64,
-    pub apiserver_per_pod: f64,
-    pub apiserver: Vec<WriteCount>,
-    /// Writes the controller made (`insitu_api_writes_total`).
-    pub controller_total: u64,
-    pub controller_per_pod: f64,
-    pub controller: Vec<WriteCount>,
-    /// Controller writes to pods (`pods`, `pods/status`) per updated pod: the figure the ≤ 3 target is about.
-    pub controller_pod_writes_per_pod: f64,
-    /// Watch requests started during the rollout (> 0 means some watcher lagged and re-watched).
-    pub watches_started: u64,
-    pub lists: u64,
-    pub gets: u64,
-    /// Requests answered with an error status (409 conflicts, mostly), all clients.
-    pub errors: u64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Planning {
-    /// Controller plan calls during the rollout (`insitu_plan_duration_seconds` count).
-    pub controller_calls: u64,
-    /// Quantiles interpolated inside the histogram's buckets (50 µs × 2^k), in milliseconds.
-    pub controller_p50_ms: f64,
-    pub controller_p99_ms: f64,
-    pub controller_mean_ms: f64,
-    /// `core::plan` timed directly on the final (settled) N-pod state.
-    pub settled_p50_ms: f64,
-    pub settled_p99_ms: f64,
-    /// `core::plan` on the final state with the template image changed again (a rollout's first plan).
-    pub changed_p50_ms: f64,
-    pub changed_p99_ms: f64,
-    pub changed_actions: usize,
-    /// The controller's snapshot step (select the CloneSet's pods from the reflector cache and refresh their
-    /// summaries, as `insitu_controller::snapshot::build` does), timed on an identical N-pod cache.
-    pub snapshot_p50_ms: f64,
-    pub snapshot_p99_ms: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Memory {
-    /// Peak resident set of the whole process (sim apiserver + kubelet + scheduler + GC + controller + bench).
-    pub vm_hwm_mib: f64,
-    pub vm_rss_mib: f64,
-    /// RSS after all pods were Ready, before the rollout.
-    pub rss_after_setup_mib: f64,
-    /// Resident growth of building a reflector store identical to the controller's pod cache (managedFields
-    /// dropped) from the final pods, in a fresh thread (so a fresh malloc arena): an estimate of the controller's
-    /// dominant memory, which cannot be separated from the rest of the process directly.
-    pub controller_pod_cache_estimate_mib: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct BenchReport {
-    pub pods: usize,
-    pub nodes: usize,
-    pub max_unavailable: String,
-    pub grace_seconds: i32,
-    pub seed: u64,
-    pub events: bool,
-    pub setup: Phase,
-    pub rollout: Phase,
-    /// Pods / rollout virtual seconds.
-    pub pods_per_second: f64,
-    /// Pods / rollout wall seconds.
-    pub pods_per_wall_second: f64,
-    pub floor: Floor,
-    pub writes: Writes,
-    /// Reconciles during the rollout, by result.
-    pub reconciles: BTreeMap<String, u64>,
-    pub reconciles_total: u64,
-    /// Reconciles from the CloneSet's creation until all pods were Ready.
-    pub setup_reconciles: u64,
-    pub planning: Planning,
-    pub memory: Memory,
-    /// Worst `replicas − readyReplicas` the CloneSet status showed during the rollout.
-    pub max_not_ready_seen: i64,
-    pub problems: Vec<String>,
-}
-
 pub fn main(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rt = simtime::runtime().context("starting the runtime")?;
     let report = rt.block_on(run(args.clone()))?;
@@ -208,7 +91,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn parse_max_unavailable(s: &str) -> anyhow::Result<IntOrString> {
+pub fn parse_max_unavailable(s: &str) -> anyhow::Result<IntOrString> {
     let s = s.trim();
     if let Some(p) = s.strip_suffix('%') {
         let v: u32 = p.parse().with_context(|| format!("--max-unavailable {s}"))?;
@@ -222,7 +105,7 @@ fn parse_max_unavailable(s: &str) -> anyhow::Result<IntOrString> {
 }
 
 /// `maxUnavailable` scaled to `replicas` as Kruise does for in-place updates (rounded down), at least 1.
-fn scaled(mu: &IntOrString, replicas: usize) -> usize {
+pub fn scaled(mu: &IntOrString, replicas: usize) -> usize {
     let v = match mu {
         IntOrString::Int(i) => usize::try_from(*i).unwrap_or(1),
         IntOrString::String(s) => {
@@ -298,81 +181,6 @@ fn floor(cs: &CloneSet, sim: &SimConfig, args: &BenchArgs, mu_pods: usize) -> Fl
     }
 }
 
-/// `VmHWM` and `VmRSS` from /proc/self/status, in MiB (0 where unavailable).
-fn proc_memory() -> (f64, f64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
-/// Metric samples from OpenMetrics text: `name{labels}` → value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse::<f64>().ok()?))
-        })
-        .collect()
-}
-
-/// `label="value"` out of `name{a="x",b="y"}`.
-fn label<'a>(key: &'a str, name: &str) -> Option<&'a str> {
-    let pat = format!("{name}=\"");
-    let start = key.find(&pat)? + pat.len();
-    let end = key[start..].find('"')? + start;
-    Some(&key[start..end])
-}
-
-fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>, prefix: &str) -> Vec<(String, f64)> {
-    after
-        .iter()
-        .filter(|(k, _)| k.starts_with(prefix))
-        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
-        .collect()
-}
-
-/// Quantile from cumulative histogram buckets `(upper bound, count)`, interpolated linearly within the bucket.
-fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
-    let total = buckets.last().map_or(0.0, |b| b.1);
-    if total <= 0.0 {
-        return 0.0;
-    }
-    let rank = q * total;
-    let mut prev = (0.0, 0.0);
-    for &(le, cum) in buckets {
-        if cum >= rank {
-            if !le.is_finite() {
-                return prev.0;
-            }
-            let inside = cum - prev.1;
-            let frac = if inside > 0.0 {
-                (rank - prev.1) / inside
-            } else {
-                1.0
-            };
-            return prev.0 + (le - prev.0) * frac;
-        }
-        prev = (le, cum);
-    }
-    prev.0
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// Times `core::plan` on a snapshot `n` times; (p50, p99) in ms and the action count.
 fn time_plan(snap: &insitu_core::Snapshot, n: usize) -> (f64, f64, usize) {
     let mut ms = Vec::with_capacity(n);
@@ -385,64 +193,6 @@ fn time_plan(snap: &insitu_core::Snapshot, n: usize) -> (f64, f64, usize) {
     }
     ms.sort_by(f64::total_cmp);
     (percentile(&ms, 0.5), percentile(&ms, 0.99), actions)
-}
-
-fn write_counts(stats_after: &ApiStats, stats_before: &ApiStats, pods: usize) -> Vec<WriteCount> {
-    let mut out: Vec<WriteCount> = stats_after
-        .writes
-        .iter()
-        .map(|((verb, res), n)| {
-            let d = n - stats_before.writes_for(verb, res);
-            WriteCount {
-                verb: verb.clone(),
-                resource: res.clone(),
-                count: d,
-                per_pod: d as f64 / pods as f64,
-            }
-        })
-        .filter(|w| w.count > 0)
-        .collect();
-    out.sort_by_key(|w| std::cmp::Reverse(w.count));
-    out
-}
-
-/// Waits on the CloneSet watch until `done` holds; calls `seen` on every version.
-async fn wait_cloneset<S>(
-    stream: &mut S,
-    clock: &insitu_sim::SimClock,
-    timeout: u64,
-    what: &str,
-    mut seen: impl FnMut(&CloneSet),
-    done: impl Fn(&CloneSet) -> bool,
-) -> anyhow::Result<CloneSet>
-where
-    S: futures::Stream<Item = Result<CloneSet, watcher::Error>> + Unpin,
-{
-    let start = clock.now();
-    loop {
-        let left = Duration::from_secs(timeout)
-            .saturating_sub(Duration::try_from(clock.now().duration_since(start)).unwrap_or_default());
-        match tokio::time::timeout(left, stream.next()).await {
-            Ok(Some(Ok(cs))) => {
-                seen(&cs);
-                if done(&cs) {
-                    return Ok(cs);
-                }
-            }
-            Ok(Some(Err(e))) => tracing::debug!("cloneset watch: {e}"),
-            Ok(None) => bail!("CloneSet watch ended while waiting for {what}"),
-            Err(_) => bail!("{what}: not reached within {timeout} cluster seconds"),
-        }
-    }
-}
-
-fn settled(cs: &CloneSet, n: i32) -> bool {
-    let Some(st) = &cs.status else { return false };
-    st.observed_generation == cs.metadata.generation.unwrap_or(0)
-        && st.replicas == n
-        && st.ready_replicas == n
-        && st.updated_replicas == n
-        && st.updated_ready_replicas == n
 }
 
 /// Runs the scenario and gathers the figures.
@@ -793,184 +543,4 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
     drop(cluster);
     Ok(report)
-}
-
-/// One aligned `name value` line of the report.
-fn row(s: &mut String, k: &str, v: String) {
-    use std::fmt::Write as _;
-    let _ = writeln!(s, "  {k:<44} {v}");
-}
-
-/// One indented row per `verb resource` write count.
-fn write_rows(s: &mut String, writes: &[WriteCount]) {
-    for c in writes {
-        row(
-            s,
-            &format!("    {} {}", c.verb, c.resource),
-            format!("{} ({:.2}/pod)", c.count, c.per_pod),
-        );
-    }
-}
-/// The human-readable report.
-pub fn render(r: &BenchReport) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let f = &r.floor;
-    let _ = writeln!(
-        s,
-        "insitu bench — in-place rollout of {} pods on {} simulated nodes (maxUnavailable {} = {} pods, gracePeriodSeconds {}, seed {}, events {})",
-        r.pods,
-        r.nodes,
-        r.max_unavailable,
-        f.max_unavailable_pods,
-        r.grace_seconds,
-        r.seed,
-        if r.events { "on" } else { "off" }
-    );
-    let _ = writeln!(
-        s,
-        "image {OLD_IMAGE} → {NEW_IMAGE}; cluster time is virtual (paused clock, as fast as possible)\n"
-    );
-    row(
-        &mut s,
-        "setup: all pods Ready",
-        format!(
-            "{:.1} s virtual, {:.2} s wall, {} reconciles",
-            r.setup.virtual_seconds, r.setup.wall_seconds, r.setup_reconciles
-        ),
-    );
-    row(
-        &mut s,
-        "rollout: all pods updated + Ready",
-        format!(
-            "{:.2} s virtual, {:.2} s wall",
-            r.rollout.virtual_seconds, r.rollout.wall_seconds
-        ),
-    );
-    row(
-        &mut s,
-        "in-place pods/s (virtual clock)",
-        format!("{:.0}", r.pods_per_second),
-    );
-    row(
-        &mut s,
-        "in-place pods/s (wall clock)",
-        format!("{:.0}", r.pods_per_wall_second),
-    );
-    row(
-        &mut s,
-        "per-pod in-place time (kubelet)",
-        format!(
-            "grace {:.0} + preStop {:.0} + pull {:.0} + start {:.0} + readiness {:.0} = {:.0} s ({:.0} s once pulled)",
-            f.grace_seconds,
-            f.pre_stop_seconds,
-            f.pull_seconds,
-            f.start_seconds,
-            f.readiness_seconds,
-            f.per_pod_first_seconds,
-            f.per_pod_cached_seconds
-        ),
-    );
-    row(
-        &mut s,
-        "kubelet-bound floor",
-        format!(
-            "{} batches: {:.0} + {} × {:.0} = {:.0} s (pull every batch: {:.0} s)",
-            f.batches,
-            f.per_pod_first_seconds,
-            f.batches - 1,
-            f.per_pod_cached_seconds,
-            f.floor_seconds,
-            f.floor_with_pull_every_batch_seconds
-        ),
-    );
-    row(&mut s, "rollout / floor", format!("{:.3}", f.ratio));
-    row(
-        &mut s,
-        "worst not-Ready seen (CloneSet status)",
-        format!("{}", r.max_not_ready_seen),
-    );
-    let w = &r.writes;
-    row(
-        &mut s,
-        "controller writes per updated pod",
-        format!(
-            "{:.2} total, {:.2} to pods + pods/status",
-            w.controller_per_pod, w.controller_pod_writes_per_pod
-        ),
-    );
-    write_rows(&mut s, &w.controller);
-    row(
-        &mut s,
-        "apiserver writes per updated pod (all clients)",
-        format!("{:.2} ({} writes)", w.apiserver_per_pod, w.apiserver_total),
-    );
-    write_rows(&mut s, &w.apiserver);
-    row(
-        &mut s,
-        "apiserver reads during rollout",
-        format!(
-            "{} gets, {} lists, {} watches started, {} error responses",
-            w.gets, w.lists, w.watches_started, w.errors
-        ),
-    );
-    let rec: Vec<String> = r.reconciles.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    row(
-        &mut s,
-        "reconciles",
-        format!("{} ({})", r.reconciles_total, rec.join(", ")),
-    );
-    let p = &r.planning;
-    row(
-        &mut s,
-        "plan time, controller (histogram)",
-        format!(
-            "p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms over {} plans",
-            p.controller_p50_ms, p.controller_p99_ms, p.controller_mean_ms, p.controller_calls
-        ),
-    );
-    row(
-        &mut s,
-        "plan time, settled N pods (direct)",
-        format!("p50 {:.2} ms, p99 {:.2} ms", p.settled_p50_ms, p.settled_p99_ms),
-    );
-    row(
-        &mut s,
-        "snapshot step, N pods in cache (direct)",
-        format!("p50 {:.2} ms, p99 {:.2} ms", p.snapshot_p50_ms, p.snapshot_p99_ms),
-    );
-    row(
-        &mut s,
-        "plan time, image changed (direct)",
-        format!(
-            "p50 {:.2} ms, p99 {:.2} ms ({} actions)",
-            p.changed_p50_ms, p.changed_p99_ms, p.changed_actions
-        ),
-    );
-    let m = &r.memory;
-    row(
-        &mut s,
-        "peak RSS, whole process (VmHWM)",
-        format!(
-            "{:.1} MiB (VmRSS now {:.1} MiB, after setup {:.1} MiB)",
-            m.vm_hwm_mib, m.vm_rss_mib, m.rss_after_setup_mib
-        ),
-    );
-    row(
-        &mut s,
-        "controller pod cache (estimate)",
-        format!("{:.1} MiB", m.controller_pod_cache_estimate_mib),
-    );
-    let _ = writeln!(s);
-    if r.problems.is_empty() {
-        let _ = writeln!(
-            s,
-            "OK: every pod kept its name and UID, runs {NEW_IMAGE}, is Ready and restarted once."
-        );
-    } else {
-        for p in &r.problems {
-            let _ = writeln!(s, "FAIL: {p}");
-        }
-    }
-    s
 }

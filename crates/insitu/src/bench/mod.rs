@@ -1,0 +1,37 @@
+//! `insitu bench`: measured scenarios on the embedded cluster (virtual time): a large in-place rollout (default)
+//! and the seed's in-place vs recreate comparison (`seed-compare`).
+
+pub mod figures;
+pub mod plot;
+pub mod report;
+pub mod rollout;
+pub mod seed_compare;
+pub mod timeline;
+
+use std::process::ExitCode;
+
+pub use rollout::BenchArgs;
+
+/// `insitu bench [FLAGS]` runs the in-place rollout; `insitu bench seed-compare [FLAGS]` the comparison.
+#[derive(clap::Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCmd {
+    #[command(subcommand)]
+    pub scenario: Option<Scenario>,
+    #[command(flatten)]
+    pub rollout: BenchArgs,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Scenario {
+    /// The seed's comparison table: one image change rolled once InPlaceIfPossible and once ReCreate on the same
+    /// embedded cluster (the seed's timings, a seeded failure model), measured side by side.
+    SeedCompare(seed_compare::SeedCompareArgs),
+}
+
+pub fn main(cmd: BenchCmd) -> anyhow::Result<ExitCode> {
+    match cmd.scenario {
+        Some(Scenario::SeedCompare(args)) => seed_compare::main(args),
+        None => rollout::main(cmd.rollout),
+    }
+}
