@@ -147,8 +147,12 @@ pub struct WatchStart {
 /// Store tuning.
 #[derive(Clone, Copy, Debug)]
 pub struct StoreConfig {
-    /// Events kept per resource for watch resumption.
+    /// Events kept per resource for watch resumption (at most).
     pub history_capacity: usize,
+    /// Bytes of serialized objects kept per resource's history (at most; the newest event always stays). Like
+    /// kube-apiserver's watch cache, a watch from a resourceVersion older than what is kept gets 410 Gone and
+    /// the client relists; a byte bound keeps a 100k-pod cluster's history from outgrowing its objects.
+    pub history_bytes: usize,
     /// Per-resource broadcast buffer; a watcher lagging further behind is disconnected.
     pub watch_buffer: usize,
 }
@@ -157,6 +161,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             history_capacity: 100_000,
+            history_bytes: 64 << 20,
             watch_buffer: 8192,
         }
     }
@@ -167,6 +172,8 @@ struct Kind {
     objects: BTreeMap<String, BTreeMap<String, Object>>,
     count: usize,
     history: VecDeque<Arc<Event>>,
+    /// Serialized bytes of the objects in `history`.
+    history_size: usize,
     /// Highest resourceVersion evicted from `history` (0: nothing evicted yet).
     floor: u64,
     tx: broadcast::Sender<Arc<Event>>,
@@ -210,6 +217,7 @@ impl Store {
             objects: BTreeMap::new(),
             count: 0,
             history: VecDeque::new(),
+            history_size: 0,
             floor: 0,
             tx,
             indexer,
@@ -342,10 +350,13 @@ impl Store {
             object: object.clone(),
             prev,
         });
+        kind.history_size += event.object.bytes.len();
         kind.history.push_back(event.clone());
-        while kind.history.len() > cap {
+        let max_bytes = self.config.history_bytes;
+        while kind.history.len() > cap || (kind.history_size > max_bytes && kind.history.len() > 1) {
             if let Some(old) = kind.history.pop_front() {
                 kind.floor = old.rv;
+                kind.history_size -= old.object.bytes.len();
             }
         }
         // No receivers is fine; a full buffer makes laggards see `Lagged` on their next recv.
@@ -470,10 +481,40 @@ mod tests {
     }
 
     #[test]
+    fn history_bounded_by_bytes() {
+        // Objects of one-letter names serialize to the same size; the bound has room for two of them.
+        let one = put(&Store::new(StoreConfig::default()), "a")
+            .object()
+            .map_or(0, |o| o.bytes.len());
+        let store = Store::new(StoreConfig {
+            history_bytes: 2 * one + one / 2,
+            ..StoreConfig::default()
+        });
+        for n in ["a", "b", "c", "d"] {
+            put(&store, n);
+        }
+        // rvs 2..5; the byte bound keeps the last two (4, 5): a watch from 2 is too old, from 3 replays 2.
+        let too_old = store.watch("pods", None, WatchFrom::After(2), |_| true).err();
+        assert_eq!(too_old.map(|e| e.oldest), Some(3));
+        let w = store.watch("pods", None, WatchFrom::After(3), |_| true).ok();
+        assert_eq!(w.map(|w| w.replay.len()), Some(2));
+        // A single event larger than the bound is still kept (the newest always is).
+        let tiny = Store::new(StoreConfig {
+            history_bytes: 1,
+            ..StoreConfig::default()
+        });
+        put(&tiny, "a");
+        put(&tiny, "b");
+        let w = tiny.watch("pods", None, WatchFrom::After(2), |_| true).ok();
+        assert_eq!(w.map(|w| w.replay.len()), Some(1));
+    }
+
+    #[test]
     fn history_floor_and_replay() {
         let store = Store::new(StoreConfig {
             history_capacity: 2,
             watch_buffer: 16,
+            ..StoreConfig::default()
         });
         for n in ["a", "b", "c"] {
             put(&store, n);

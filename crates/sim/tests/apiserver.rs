@@ -740,6 +740,7 @@ async fn watch_from_resource_version_and_too_old() {
         store: StoreConfig {
             history_capacity: 4,
             watch_buffer: 16,
+            ..StoreConfig::default()
         },
         ..ApiServerConfig::default()
     };
@@ -836,6 +837,7 @@ async fn watcher_relists_after_lag_and_expiry() {
         store: StoreConfig {
             history_capacity: 4,
             watch_buffer: 16,
+            ..StoreConfig::default()
         },
         ..ApiServerConfig::default()
     };
