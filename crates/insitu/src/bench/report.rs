@@ -10,6 +10,22 @@ use super::rollout::{NEW_IMAGE, OLD_IMAGE};
 pub struct Phase {
     pub virtual_seconds: f64,
     pub wall_seconds: f64,
+    /// Wall seconds per virtual second (< 1: the simulation runs faster than real time; 0.2 = 5× faster).
+    pub wall_per_virtual: f64,
+}
+
+impl Phase {
+    pub fn new(virtual_seconds: f64, wall_seconds: f64) -> Self {
+        Self {
+            virtual_seconds,
+            wall_seconds,
+            wall_per_virtual: if virtual_seconds > 0.0 {
+                wall_seconds / virtual_seconds
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -164,16 +180,16 @@ pub fn render(r: &BenchReport) -> String {
         &mut s,
         "setup: all pods Ready",
         format!(
-            "{:.1} s virtual, {:.2} s wall, {} reconciles",
-            r.setup.virtual_seconds, r.setup.wall_seconds, r.setup_reconciles
+            "{:.1} s virtual, {:.2} s wall (wall/virtual {:.2}), {} reconciles",
+            r.setup.virtual_seconds, r.setup.wall_seconds, r.setup.wall_per_virtual, r.setup_reconciles
         ),
     );
     row(
         &mut s,
         "rollout: all pods updated + Ready",
         format!(
-            "{:.2} s virtual, {:.2} s wall",
-            r.rollout.virtual_seconds, r.rollout.wall_seconds
+            "{:.2} s virtual, {:.2} s wall (wall/virtual {:.2})",
+            r.rollout.virtual_seconds, r.rollout.wall_seconds, r.rollout.wall_per_virtual
         ),
     );
     row(

@@ -254,10 +254,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         |c| settled(c, n),
     )
     .await?;
-    let setup = Phase {
-        virtual_seconds: clock.now().duration_since(t0).as_secs_f64(),
-        wall_seconds: wall.elapsed().as_secs_f64(),
-    };
+    let setup = Phase::new(
+        clock.now().duration_since(t0).as_secs_f64(),
+        wall.elapsed().as_secs_f64(),
+    );
     let old_revision = ready.status.clone().unwrap_or_default().update_revision;
     let before: HashMap<String, String> = pods_api
         .list(&ListParams::default().labels(&format!("app={NAME}")))
@@ -297,10 +297,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         },
     )
     .await?;
-    let rollout = Phase {
-        virtual_seconds: clock.now().duration_since(t0).as_secs_f64(),
-        wall_seconds: wall.elapsed().as_secs_f64(),
-    };
+    let rollout = Phase::new(
+        clock.now().duration_since(t0).as_secs_f64(),
+        wall.elapsed().as_secs_f64(),
+    );
     let stats1 = cluster.apiserver.stats();
     let metrics1 = samples(&metrics.render());
 
