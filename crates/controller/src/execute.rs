@@ -600,8 +600,18 @@ impl Exec<'_> {
                     .map(|s| s.pods_to_delete.clone())
                     .unwrap_or_default();
                 let kept: Vec<&String> = current.iter().filter(|n| !remove.contains(n)).collect();
+                // Guarded by the resourceVersion we planned from: a CloneSet changed since (a stale cache) gets a
+                // 409 Conflict and the next round re-plans, as any optimistic write does. A JSON-patch `test` op
+                // would guard the list alone, but kube-apiserver answers its failure with a 422 Invalid, which
+                // reads as a malformed request (found by `insitu torture`, seeds 3058 and 3214).
+                let guard = match self.cs.metadata.resource_version.as_deref() {
+                    Some(rv) => json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}),
+                    None => {
+                        json!({"op": "test", "path": "/spec/scaleStrategy/podsToDelete", "value": current})
+                    }
+                };
                 let patch: json_patch::Patch = serde_json::from_value(json!([
-                    {"op": "test", "path": "/spec/scaleStrategy/podsToDelete", "value": current},
+                    guard,
                     {"op": "replace", "path": "/spec/scaleStrategy/podsToDelete", "value": kept},
                 ]))?;
                 let api: Api<CloneSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);

@@ -309,3 +309,34 @@ fn a_conflict_on_the_revision_create_is_retried_not_awaited() {
         assert_eq!(h.cluster.apiserver.faults().injected().statuses, 1);
     });
 }
+
+/// `scaleStrategy.podsToDelete` (Kruise): the named pod is replaced and its name leaves the list. The list is
+/// trimmed with a patch guarded by the CloneSet's resourceVersion, so a stale cache gets a 409 and a new round,
+/// never a 422 (a JSON-patch `test` failure, which `insitu torture` flagged in seeds 3058 and 3214).
+#[test]
+fn pods_to_delete_replaces_the_pod_and_trims_the_list() {
+    run(async {
+        let h = Harness::start(93).await;
+        h.create(&cloneset("ptd", 3)).await;
+        h.wait_ready("ptd", 3, None, 120).await;
+        let victim = h.pods("ptd").await.remove(0);
+        let (name, old_uid) = (victim.metadata.name.clone().unwrap(), uid(&victim));
+        h.merge_patch(
+            "ptd",
+            json!({"spec": {"scaleStrategy": {"podsToDelete": [name]}}}),
+        )
+        .await;
+        h.wait_for("the named pod replaced and the list trimmed", 300, || async {
+            let pods = h.pods("ptd").await;
+            let cs = h.clonesets().get("ptd").await.expect("get cloneset");
+            let listed = cs
+                .spec
+                .scale_strategy
+                .as_ref()
+                .map(|s| s.pods_to_delete.len())
+                .unwrap_or(0);
+            pods.len() == 3 && pods.iter().all(|p| is_ready(p) && uid(p) != old_uid) && listed == 0
+        })
+        .await;
+    });
+}
