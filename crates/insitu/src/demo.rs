@@ -21,7 +21,7 @@ use kube::{Api, ResourceExt};
 use serde::Serialize;
 
 use crate::monitor;
-use crate::simtime::{self, SharedClock};
+use crate::simtime;
 
 /// The seed's CloneSet, applied unchanged.
 pub const SEED_YAML: &str = include_str!("../../../examples/cloneset-demo.yaml");
@@ -162,16 +162,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(insitu_controller::run(
-        client.clone(),
-        Config::default(),
-        Arc::new(SharedClock(clock.clone())),
-        metrics.clone(),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (controller, stop_tx) =
+        simtime::spawn_controller(client.clone(), Config::default(), &clock, metrics.clone());
     let wall = Instant::now();
     let t0 = clock.now();
     let elapsed = |clock: &insitu_sim::SimClock| clock.now().duration_since(t0).as_secs_f64();

@@ -37,3 +37,24 @@ pub fn spawn_pacer(speed: f64) {
         }
     });
 }
+
+/// Starts the controller in-process on the simulated cluster's clock. Sending on (or dropping) the returned
+/// sender shuts it down; the handle ends when it has.
+pub fn spawn_controller(
+    client: kube::Client,
+    config: insitu_controller::Config,
+    clock: &Arc<insitu_sim::SimClock>,
+    metrics: Arc<insitu_controller::Metrics>,
+) -> (tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(insitu_controller::run(
+        client,
+        config,
+        Arc::new(SharedClock(clock.clone())),
+        metrics,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    (handle, stop_tx)
+}

@@ -36,7 +36,7 @@ use super::figures::{
 };
 use super::report::{BenchReport, Floor, Memory, Phase, Planning, WriteCount, Writes, render};
 use crate::monitor;
-use crate::simtime::{self, SharedClock};
+use crate::simtime;
 
 const NAME: &str = "bench";
 pub const OLD_IMAGE: &str = "nginx:1.19.0";
@@ -217,19 +217,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(insitu_controller::run(
-        client.clone(),
-        Config {
-            events: !args.no_events,
-            ..Config::default()
-        },
-        Arc::new(SharedClock(clock.clone())),
-        metrics.clone(),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let config = Config {
+        events: !args.no_events,
+        ..Config::default()
+    };
+    let (controller, stop_tx) = simtime::spawn_controller(client.clone(), config, &clock, metrics.clone());
     let css: Api<CloneSet> = Api::namespaced(client.clone(), "default");
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut cs_events = Box::pin(

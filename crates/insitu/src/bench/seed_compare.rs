@@ -33,7 +33,7 @@ use serde::Serialize;
 use super::figures::{diff, samples, settled, wait_cloneset};
 use super::rollout::parse_max_unavailable;
 use super::timeline::{self, Sample};
-use crate::simtime::{self, SharedClock};
+use crate::simtime;
 
 const CPU_REQUEST: &str = "100m";
 const MEMORY_REQUEST: &str = "128Mi";
@@ -411,16 +411,8 @@ pub async fn run(args: SeedCompareArgs) -> anyhow::Result<SeedCompareReport> {
         .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(insitu_controller::run(
-        client.clone(),
-        Config::default(),
-        Arc::new(SharedClock(clock.clone())),
-        metrics.clone(),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (controller, stop_tx) =
+        simtime::spawn_controller(client.clone(), Config::default(), &clock, metrics.clone());
     let ctx = Ctx {
         client,
         cluster,
