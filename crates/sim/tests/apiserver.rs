@@ -1,6 +1,10 @@
 //! The simulated apiserver through a real `kube::Client`, on paused (virtual) tokio time.
 
+mod common;
+
 use std::time::Duration;
+
+use common::{Req, base, server};
 
 use futures::{StreamExt, TryStreamExt};
 use insitu_api::CloneSet;
@@ -15,14 +19,6 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, W
 use kube::core::Status;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-
-fn base() -> Timestamp {
-    "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-fn server() -> ApiServer {
-    ApiServer::new(SimClock::new(base(), 1.0))
-}
 
 fn pod(name: &str, labels: Value, node: Option<&str>) -> Pod {
     let mut v = json!({
@@ -970,30 +966,15 @@ async fn streaming_list_and_events() {
 
 /// A raw request through the router. `ct` is the Content-Type for writes, the Accept header for reads.
 async fn raw(s: &ApiServer, method: &str, uri: &str, ct: &str, body: Option<Value>) -> (u16, String, Value) {
-    use tower::ServiceExt;
-    let mut b = axum::http::Request::builder().method(method).uri(uri);
-    b = if body.is_some() {
-        b.header("content-type", ct).header("accept", "application/json")
-    } else {
-        b.header("accept", ct)
+    let r = Req::new(method, uri);
+    let r = match body {
+        Some(v) => r
+            .header("accept", "application/json")
+            .body(ct, v.to_string().into_bytes()),
+        None => r.header("accept", ct),
     };
-    let req = b
-        .body(axum::body::Body::from(
-            body.map(|v| v.to_string()).unwrap_or_default(),
-        ))
-        .expect("request");
-    let resp = s.router().oneshot(req).await.expect("response");
-    let code = resp.status().as_u16();
-    let ct = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    (code, ct, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let a = r.send(&s.router()).await;
+    (a.code, a.content_type, a.body)
 }
 
 #[tokio::test(start_paused = true)]

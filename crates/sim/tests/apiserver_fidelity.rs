@@ -1,58 +1,12 @@
 //! kube-apiserver fidelity of the simulated apiserver: dry runs, 422 causes, field validation, metadata
 //! validation and size limits, as raw HTTP requests through the router (what kubectl sends).
 
+mod common;
+
+use common::{Req, get, json_req, send, server};
 use insitu_sim::SimClock;
 use insitu_sim::apiserver::ApiServer;
-use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
-
-fn server() -> ApiServer {
-    let base = "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
-    ApiServer::new(SimClock::new(base, 1.0))
-}
-
-/// An answer: status code, headers of interest (`warning`), JSON body.
-struct Answer {
-    code: u16,
-    warnings: Vec<String>,
-    body: Value,
-}
-
-/// A raw request through the router; `ct` is the body's Content-Type.
-async fn send(s: &ApiServer, method: &str, uri: &str, ct: &str, body: Vec<u8>) -> Answer {
-    use tower::ServiceExt;
-    let req = axum::http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", ct)
-        .header("accept", "application/json")
-        .body(axum::body::Body::from(body))
-        .expect("request");
-    let resp = s.router().oneshot(req).await.expect("response");
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(str::to_string))
-        .collect();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    Answer {
-        code,
-        warnings,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    }
-}
-
-async fn json_req(s: &ApiServer, method: &str, uri: &str, ct: &str, body: Value) -> Answer {
-    send(s, method, uri, ct, body.to_string().into_bytes()).await
-}
-
-async fn get(s: &ApiServer, uri: &str) -> Answer {
-    send(s, "GET", uri, "application/json", Vec::new()).await
-}
 
 const CS: &str = "/apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets";
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -425,26 +379,17 @@ async fn field_validation_strict_warn_ignore() {
 
 #[tokio::test(start_paused = true)]
 async fn bearer_token_and_loopback_host_required() {
-    use tower::ServiceExt;
     let s = server();
     let router = s.router_with_token("s3cret".into());
     let call = |path: &str, host: &str, auth: Option<&str>| {
-        let mut b = axum::http::Request::builder().uri(path).header("host", host);
+        let mut r = Req::new("GET", path).header("host", host);
         if let Some(a) = auth {
-            b = b.header("authorization", a);
+            r = r.header("authorization", a);
         }
-        let req = b.body(axum::body::Body::empty()).expect("request");
         let router = router.clone();
         async move {
-            let resp = router.oneshot(req).await.expect("response");
-            let code = resp.status().as_u16();
-            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-                .await
-                .expect("body");
-            (
-                code,
-                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
-            )
+            let a = r.send(&router).await;
+            (a.code, a.body)
         }
     };
     let (code, body) = call(PODS, "127.0.0.1:6443", None).await;
@@ -475,7 +420,7 @@ async fn bearer_token_and_loopback_host_required() {
 #[tokio::test(start_paused = true)]
 async fn a_new_run_expires_old_resource_versions_and_uids() {
     use insitu_sim::apiserver::{ApiServerConfig, RunIdentity};
-    let base = "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+    let base = common::base();
     let first = ApiServer::with_config(SimClock::new(base, 1.0), ApiServerConfig::default());
     let a = json_req(&first, "POST", PODS, "application/json", pod("p")).await;
     let old_uid = a.body["metadata"]["uid"].clone();
@@ -698,20 +643,11 @@ async fn pod_log_and_unsupported_streams() {
     )
     .await;
     assert_eq!(a.code, 200, "{}", a.body);
-    use tower::ServiceExt;
     let text = |uri: String| {
-        let s = s.clone();
+        let router = s.router();
         async move {
-            let req = axum::http::Request::builder()
-                .uri(uri)
-                .body(axum::body::Body::empty())
-                .expect("req");
-            let resp = s.router().oneshot(req).await.expect("resp");
-            let code = resp.status().as_u16();
-            let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-                .await
-                .expect("body");
-            (code, String::from_utf8_lossy(&b).into_owned())
+            let a = Req::new("GET", &uri).send(&router).await;
+            (a.code, a.text)
         }
     };
     let (code, log) = text(format!("{PODS}/p/log")).await;

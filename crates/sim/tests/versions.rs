@@ -1,18 +1,13 @@
 //! The embedded apiserver serves CloneSets at v1alpha1 and v1beta1 (storage), converting in-process with
 //! `insitu_api::conversion`: create in one version, read, list, watch, patch and validate in the other.
 
+mod common;
+
+use common::server;
 use futures::{StreamExt, TryStreamExt};
 use insitu_api::{CloneSet, v1beta1};
-use insitu_sim::SimClock;
-use insitu_sim::apiserver::ApiServer;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
-
-fn server() -> ApiServer {
-    let base = "2026-01-01T00:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
-    ApiServer::new(SimClock::new(base, 1.0))
-}
 
 fn beta(name: &str) -> v1beta1::CloneSet {
     serde_json::from_value(json!({

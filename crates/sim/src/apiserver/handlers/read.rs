@@ -1,0 +1,82 @@
+//! Reads: get, list (JSON or Table) and the entry to watch.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::{present, present_value};
+use crate::apiserver::errors::{ApiError, ApiResult};
+use crate::apiserver::selectors::{FieldSelector, LabelSelector, Selectors};
+use crate::apiserver::{ApiRequest, ApiServer, json_response, table, watch};
+
+impl ApiServer {
+    pub(super) fn get(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
+        self.counters().reads += 1;
+        let obj = self
+            .store()
+            .get(&req.rt.key(), ns, name)
+            .ok_or_else(|| ApiError::not_found(req.rt, name))?;
+        if req.wants_table() {
+            let v = present_value(req.rt, obj.value());
+            return Ok(table::response(&table::list(
+                req,
+                &[v],
+                &obj.index.rv.to_string(),
+                self.now(),
+            )));
+        }
+        Ok(json_response(StatusCode::OK, present(req.rt, &obj)))
+    }
+
+    pub(super) fn selectors(&self, req: &ApiRequest) -> ApiResult<Selectors> {
+        let mut fields = FieldSelector::parse(req.q("fieldSelector").unwrap_or(""), req.rt)?;
+        if req.watch_path
+            && let Some(name) = &req.name
+        {
+            let both = format!("{},metadata.name={name}", req.q("fieldSelector").unwrap_or(""));
+            fields = FieldSelector::parse(&both, req.rt)?;
+        }
+        Ok(Selectors {
+            labels: LabelSelector::parse(req.q("labelSelector").unwrap_or(""))?,
+            fields,
+        })
+    }
+
+    pub(super) fn list_or_watch(&self, req: &ApiRequest) -> ApiResult<Response> {
+        let sel = self.selectors(req)?;
+        if req.flag("watch") || req.watch_path {
+            return watch::serve(self, req, sel);
+        }
+        self.counters().lists += 1;
+        let (items, rv) = self
+            .store()
+            .list(&req.rt.key(), req.ns.as_deref(), |idx| sel.matches(idx));
+        if req.wants_table() {
+            let values: Vec<Value> = items.iter().map(|o| present_value(req.rt, o.value())).collect();
+            return Ok(table::response(&table::list(
+                req,
+                &values,
+                &rv.to_string(),
+                self.now(),
+            )));
+        }
+        let rt = req.rt;
+        let mut buf = format!(
+            r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}"}},"items":["#,
+            rt.kind,
+            rt.api_version(),
+            rv
+        )
+        .into_bytes();
+        let total: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+        buf.reserve(total + 2);
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(&present(rt, o));
+        }
+        buf.extend_from_slice(b"]}");
+        Ok(json_response(StatusCode::OK, buf))
+    }
+}

@@ -1,0 +1,130 @@
+//! Storage versions: request bodies to stored form, stored objects to the requested version, CloneSet admission.
+
+use serde_json::{Value, json};
+
+use crate::apiserver::errors::{ApiError, ApiResult};
+use crate::apiserver::metadata_validation;
+use crate::apiserver::resources::{self, ResourceType};
+use crate::apiserver::{events, structural};
+use crate::store::Object;
+
+pub(super) fn parse_cloneset(rt: &ResourceType, name: &str, v: &Value) -> ApiResult<insitu_api::CloneSet> {
+    serde_json::from_value(v.clone()).map_err(|e| ApiError::invalid_msg(rt, name, &format!("body: {e}")))
+}
+
+/// The resource whose storage backs `rt` (events.k8s.io Events live in core/v1 form, CloneSets in v1beta1).
+pub(super) fn storage_rt(rt: &'static ResourceType) -> &'static ResourceType {
+    if rt.is_new_events() {
+        return resources::find("", "v1", "events").unwrap_or(rt);
+    }
+    if rt.is_cloneset() {
+        return resources::find(rt.group, CLONESET_STORAGE_VERSION, rt.resource).unwrap_or(rt);
+    }
+    rt
+}
+
+/// The CloneSet storage version (Kruise master's).
+pub(super) const CLONESET_STORAGE_VERSION: &str = "v1beta1";
+
+/// A CloneSet converted to `api_version` with `insitu_api::conversion` (the functions the webhook serves).
+/// Conversion only fails on an apiVersion that is not a CloneSet version, which the callers have ruled out.
+pub(super) fn convert_cloneset(v: Value, api_version: &str) -> Value {
+    if v.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
+        return v;
+    }
+    insitu_api::conversion::convert(&v, api_version).unwrap_or(v)
+}
+
+/// A request body converted to the stored form.
+pub(super) fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
+    if rt.is_new_events() {
+        events::to_core(&v)
+    } else if rt.is_cloneset() {
+        // The body is read in the version it names if that is a CloneSet version, else in the URL's.
+        let named = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        if named != insitu_api::conversion::V1ALPHA1
+            && named != insitu_api::conversion::V1BETA1
+            && let Some(o) = v.as_object_mut()
+        {
+            o.insert("apiVersion".into(), json!(rt.api_version()));
+        }
+        convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
+    } else {
+        v
+    }
+}
+
+/// A stored object as `rt`'s clients see it.
+pub(in crate::apiserver) fn present_value(rt: &ResourceType, v: Value) -> Value {
+    if rt.is_new_events() {
+        events::to_new(&v)
+    } else if rt.is_cloneset() {
+        convert_cloneset(v, &rt.api_version())
+    } else {
+        v
+    }
+}
+
+/// Stored bytes as `rt`'s clients see them (no copy for the common case).
+pub(in crate::apiserver) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
+    if rt.is_new_events() {
+        bytes::Bytes::from(serde_json::to_vec(&events::to_new(&o.value())).unwrap_or_default())
+    } else if rt.is_cloneset() && rt.version != CLONESET_STORAGE_VERSION {
+        bytes::Bytes::from(serde_json::to_vec(&present_value(rt, o.value())).unwrap_or_default())
+    } else {
+        o.bytes.clone()
+    }
+}
+
+/// CloneSet admission in the request's version, as the CRD handler does: the version's structural schema
+/// (pruning, defaults) and validation run on the object as the client sent it; the result is stored in v1beta1
+/// (with v1beta1's defaults, which a real apiserver applies when it reads the object back).
+pub(super) fn admit_cloneset(
+    view: &ResourceType,
+    name: &str,
+    obj: Value,
+    old: Option<&Value>,
+) -> ApiResult<Value> {
+    let mut v = present_value(view, obj);
+    metadata_validation::cloneset_meta_types(view, &v)?;
+    structural::apply(&mut v);
+    let errs = match (view.version, old) {
+        ("v1beta1", None) => {
+            let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
+            insitu_api::validation::v1beta1::validate_create(&cs)
+        }
+        ("v1beta1", Some(old)) => {
+            let new_cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
+            let old_cs = parse_as(view, name, &present_value(view, old.clone()))?;
+            insitu_api::validation::v1beta1::validate_update(&new_cs, &old_cs)
+        }
+        (_, None) => insitu_api::validation::validate_create(&parse_cloneset(view, name, &v)?),
+        (_, Some(old)) => {
+            let new_cs = parse_cloneset(view, name, &v)?;
+            let old_cs = parse_cloneset(view, name, &present_value(view, old.clone()))?;
+            // Validation ratcheting (GA in 1.33): an unchanged type that v1alpha1 rejects (OnDelete, set through
+            // v1beta1) does not block other changes made through v1alpha1.
+            let type_of =
+                |c: &insitu_api::CloneSet| c.spec.update_strategy.as_ref().and_then(|u| u.type_.clone());
+            let same_type = type_of(&new_cs) == type_of(&old_cs);
+            insitu_api::validation::validate_update(&new_cs, &old_cs)
+                .into_iter()
+                .filter(|e| !(same_type && e.field == "spec.updateStrategy.type"))
+                .collect()
+        }
+    };
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_cloneset(view, name, &errs));
+    }
+    let mut stored = stored_form(view, v);
+    structural::apply(&mut stored);
+    Ok(stored)
+}
+
+pub(super) fn parse_as<T: serde::de::DeserializeOwned>(
+    rt: &ResourceType,
+    name: &str,
+    v: &Value,
+) -> ApiResult<T> {
+    serde_json::from_value(v.clone()).map_err(|e| ApiError::invalid_msg(rt, name, &format!("body: {e}")))
+}
