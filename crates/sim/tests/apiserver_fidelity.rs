@@ -670,3 +670,80 @@ async fn pod_log_and_unsupported_streams() {
     );
     assert_eq!(text(format!("{PODS}/nope/log")).await.0, 404);
 }
+
+#[tokio::test(start_paused = true)]
+async fn duplicate_json_fields_as_the_strict_decoder_reports_them() {
+    let s = server();
+    // serde_json would keep the last `replicas` silently; kube-apiserver names both repeated fields.
+    let body = br#"{"apiVersion":"apps.kruise.io/v1alpha1","kind":"CloneSet","metadata":{"name":"dup","labels":{"a":"1","a":"2"}},
+        "spec":{"replicas":1,"replicas":5,"selector":{"matchLabels":{"app":"dup"}},
+        "template":{"metadata":{"labels":{"app":"dup"}},"spec":{"containers":[{"name":"c","image":"nginx:1.27"}]}}}}"#;
+    let a = send(
+        &s,
+        "POST",
+        &format!("{CS}?fieldValidation=Strict"),
+        "application/json",
+        body.to_vec(),
+    )
+    .await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "CloneSet in version \"v1alpha1\" cannot be handled as a CloneSet: strict decoding error: duplicate field \"metadata.labels.a\", duplicate field \"spec.replicas\""
+    );
+    assert!(get(&s, &format!("{CS}/dup")).await.code == 404);
+    // Warn: stored with the last value, one warning per repeated field.
+    let a = send(
+        &s,
+        "POST",
+        &format!("{CS}?fieldValidation=Warn"),
+        "application/json",
+        body.to_vec(),
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    assert_eq!(a.body["spec"]["replicas"], 5);
+    assert_eq!(
+        a.warnings,
+        vec![
+            "299 - \"duplicate field \\\"metadata.labels.a\\\"\"".to_string(),
+            "299 - \"duplicate field \\\"spec.replicas\\\"\"".to_string(),
+        ]
+    );
+    // A built-in kind, on update (PUT), with a path into a list.
+    let a = json_req(&s, "POST", PODS, "application/json", pod("p")).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    // The stored pod with its image repeated: an allowed update (an image change) but for the repetition.
+    let stored = get(&s, &format!("{PODS}/p")).await.body.to_string();
+    let put = stored.replacen(
+        r#""image":"nginx:1.27""#,
+        r#""image":"nginx:1.27","image":"nginx:1.28""#,
+        1,
+    );
+    assert_ne!(put, stored);
+    let put = put.into_bytes();
+    let a = send(
+        &s,
+        "PUT",
+        &format!("{PODS}/p?fieldValidation=Strict"),
+        "application/json",
+        put.to_vec(),
+    )
+    .await;
+    assert_eq!(a.code, 400, "{}", a.body);
+    assert_eq!(
+        a.body["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: duplicate field \"spec.containers[0].image\""
+    );
+    // Ignore: the last one wins, silently.
+    let a = send(
+        &s,
+        "PUT",
+        &format!("{PODS}/p?fieldValidation=Ignore"),
+        "application/json",
+        put.to_vec(),
+    )
+    .await;
+    assert_eq!((a.code, a.warnings.len()), (200, 0), "{}", a.body);
+    assert_eq!(a.body["spec"]["containers"][0]["image"], "nginx:1.28");
+}

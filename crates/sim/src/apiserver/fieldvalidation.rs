@@ -5,16 +5,18 @@
 //!
 //! Deviation, for speed: with no `fieldValidation` parameter (the real default is Warn) built-in kinds are
 //! decoded for type errors but unknown fields are not looked for; kubectl always sends the parameter, in-process
-//! controllers never do. Duplicate JSON fields are not detected (the last one wins, as under Ignore).
+//! controllers never do. Duplicate JSON fields (`duplicate field "spec.replicas"`) are looked for in create and
+//! update bodies under the same condition; in patch documents and YAML bodies they are not (the last one wins).
 
 use std::sync::Mutex;
 
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Method};
 use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::ApiRequest;
 use super::dryrun;
+use super::duplicates;
 use super::errors::{ApiError, ApiResult, FieldErr, quote};
 use super::resources::ResourceType;
 use super::structural;
@@ -32,6 +34,8 @@ pub(super) struct FieldCheck {
     directive: Directive,
     /// The parameter was sent (see the module note on the default).
     explicit: bool,
+    /// Paths of the fields a create/update JSON body repeats.
+    duplicates: Vec<String>,
     warnings: Mutex<Vec<String>>,
 }
 
@@ -65,9 +69,18 @@ impl FieldCheck {
                 ));
             }
         };
+        let explicit = !raw.is_empty();
+        let body_write = matches!(req.method, Method::POST | Method::PUT);
+        let json_body = !req.content_type().to_ascii_lowercase().contains("yaml");
+        let duplicates = if explicit && directive != Directive::Ignore && body_write && json_body {
+            duplicates::find(&req.body)
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             directive,
-            explicit: !raw.is_empty(),
+            explicit,
+            duplicates,
             warnings: Mutex::new(Vec::new()),
         })
     }
@@ -89,7 +102,8 @@ impl FieldCheck {
             }
         } else {
             let typed = match typed_roundtrip(view, obj) {
-                None => return Ok(()),
+                None if self.duplicates.is_empty() || source != Source::Body => return Ok(()),
+                None => obj.clone(),
                 Some(Ok(v)) => v,
                 Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
             };
@@ -100,14 +114,20 @@ impl FieldCheck {
         if view.is_cloneset() || view.resource != "customresourcedefinitions" {
             metadata_unknown(obj, &mut unknown);
         }
-        if unknown.is_empty() || self.directive == Directive::Ignore {
+        let duplicated: &[String] = if source == Source::Body {
+            &self.duplicates
+        } else {
+            &[]
+        };
+        if (unknown.is_empty() && duplicated.is_empty()) || self.directive == Directive::Ignore {
             return Ok(());
         }
         unknown.sort();
         unknown.dedup();
-        let msgs: Vec<String> = unknown
+        let msgs: Vec<String> = duplicated
             .iter()
-            .map(|f| format!("unknown field {}", quote(f)))
+            .map(|f| format!("duplicate field {}", quote(f)))
+            .chain(unknown.iter().map(|f| format!("unknown field {}", quote(f))))
             .collect();
         if self.directive == Directive::Warn {
             self.warnings

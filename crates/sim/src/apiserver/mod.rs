@@ -7,6 +7,7 @@
 mod auth;
 mod discovery;
 mod dryrun;
+mod duplicates;
 mod errors;
 mod events;
 pub mod faults;
