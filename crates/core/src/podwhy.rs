@@ -69,7 +69,7 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
     }
     if gate == Some(false) || (state.is_some() && gate.is_none()) {
         if let Err(e) = inplace::check_completed(pod, grace, state) {
-            waits.push(format!("the kubelet: {e}"));
+            waits.push(updating_wait(pod, state, &e));
             return ("Updating", waits);
         }
         if condition(pod, "Ready") != Some(true) {
@@ -84,6 +84,66 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
         waits.push("Ready".into());
     }
     ("None", waits)
+}
+
+/// What an in-place update in flight waits for: the kubelet's resize (Kruise waits on `PodResizePending`
+/// as long as it lasts), the node agent for env from metadata (only kruise-daemon restarts those
+/// containers), else the kubelet's container statuses.
+fn updating_wait(pod: &Pod, state: Option<&str>, not_done: &str) -> String {
+    let st = state.and_then(|s| inplace::parse_state(s).ok());
+    if st.as_ref().is_some_and(|s| s.update_resources)
+        && let Some((reason, message)) = crate::vertical::resize_pending(pod)
+    {
+        let then = if reason == "Infeasible" {
+            "the node can never fit it: the update waits as in Kruise (no recreate); lower the request or move the pod"
+        } else {
+            "the kubelet applies it when the node has room"
+        };
+        return format!("the resize: PodResizePending {reason} ({message}); {then}");
+    }
+    if st.as_ref().is_some_and(|s| s.update_env_from_metadata)
+        && annotation(pod, insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION).is_none()
+    {
+        return format!(
+            "a node agent (kruise-daemon) to restart the containers whose env reads a changed label/annotation: the pod has no {}, so nothing on its node restarts them",
+            insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION
+        );
+    }
+    format!("the kubelet: {not_done}")
+}
+
+/// Why a pod that is not at the update revision got no write this round: its lifecycle hook, the
+/// partition, or maxUnavailable (Kruise `limitUpdateIndexes`), from the plan's budget.
+fn turn_waits(s: &Snapshot, plan: &Plan, pod: &Pod) -> Vec<String> {
+    if label(pod, keys::LIFECYCLE_STATE_LABEL) == Some(keys::lifecycle::PREPARING_UPDATE) {
+        let hook = s
+            .cloneset
+            .spec
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.in_place_update.as_ref());
+        if crate::planner::is_hooked(hook, &pod.metadata) {
+            return vec![
+                "the lifecycle.inPlaceUpdate hook: the pod stays PreparingUpdate until its hook label/finalizer is removed"
+                    .into(),
+            ];
+        }
+    }
+    let b = &plan.budget;
+    if b.update_num == 0 && b.partition > 0 {
+        return vec![format!(
+            "the partition: updateStrategy.partition {} keeps that many pods at old revisions",
+            b.partition
+        )];
+    }
+    if b.update_num != 0 {
+        return vec![format!(
+            "its batch: at most {} pod(s) may be unavailable at the update revision (maxUnavailable {}); the next pods update as updated ones become available",
+            b.update_max_unavailable.max(0),
+            b.max_unavailable
+        )];
+    }
+    Vec::new()
 }
 
 fn round_actions(plan: &Plan, pod: &str) -> Vec<String> {
@@ -138,7 +198,7 @@ pub fn pods(s: &Snapshot, plan: &Plan) -> Vec<PodWhy> {
         let rev = label(pod, keys::CONTROLLER_REVISION_HASH_LABEL)
             .unwrap_or_default()
             .to_string();
-        let (stage, waits) = stage(pod);
+        let (stage, mut waits) = stage(pod);
         let up_to_date = revision::equal_to_revision(&rev, &plan.update_revision);
         let (next, refusal) = if up_to_date {
             ("up to date", None)
@@ -164,6 +224,7 @@ pub fn pods(s: &Snapshot, plan: &Plan) -> Vec<PodWhy> {
         if this_round.is_empty() && !up_to_date {
             this_round
                 .push("nothing yet (partition, maxUnavailable or the previous batch decide when)".into());
+            waits.extend(turn_waits(s, plan, pod));
         }
         out.push(PodWhy {
             name,

@@ -118,3 +118,171 @@ fn image_change_goes_in_place_and_stages_follow_the_annotations() {
     assert_eq!(st, "Preparing");
     assert!(waits[0].contains("grace"), "{waits:?}");
 }
+
+/// A pod updating in place at revision `hash`: state annotation `state`, InPlaceUpdateReady False, and the
+/// given pod `status` fields merged in.
+fn updating(hash: &str, state: Value, status: Value) -> Pod {
+    let mut p = pod(
+        hash,
+        json!({"annotations": {keys::INPLACE_UPDATE_STATE_ANNOTATION: state.to_string()}}),
+    );
+    let mut v = serde_json::to_value(&p).unwrap();
+    v["status"]["conditions"] = json!([{"type": "Ready", "status": "True"},
+                                       {"type": keys::INPLACE_UPDATE_READY, "status": "False"}]);
+    if let (Value::Object(m), Value::Object(e)) = (&mut v["status"], status) {
+        m.extend(e);
+    }
+    p = serde_json::from_value(v).unwrap();
+    p
+}
+
+#[test]
+fn a_pending_resize_says_deferred_or_infeasible() {
+    let state = json!({"revision": "r", "updateTimestamp": "2026-01-01T00:00:00Z", "updateResources": true});
+    for (reason, then) in [
+        ("Deferred", "when the node has room"),
+        ("Infeasible", "never fit"),
+    ] {
+        let p = updating(
+            "r",
+            state.clone(),
+            json!({"containerStatuses": [{"name": "app", "image": "nginx:1", "imageID": "i", "ready": true,
+                                          "restartCount": 0, "resources": {"requests": {"cpu": "1"}}}],
+                   "conditions": [{"type": "Ready", "status": "True"},
+                                  {"type": keys::INPLACE_UPDATE_READY, "status": "False"},
+                                  {"type": "PodResizePending", "status": "True", "reason": reason,
+                                   "message": "Node didn't have enough capacity: cpu"}]}),
+        );
+        let (st, waits) = stage(&p);
+        assert_eq!(st, "Updating");
+        assert!(
+            waits[0].contains(&format!(
+                "PodResizePending {reason} (Node didn't have enough capacity: cpu)"
+            )) && waits[0].contains(then),
+            "{waits:?}"
+        );
+    }
+}
+
+#[test]
+fn env_from_metadata_without_a_node_agent_says_so() {
+    let state =
+        json!({"revision": "r", "updateTimestamp": "2026-01-01T00:00:00Z", "updateEnvFromMetadata": true});
+    let p = updating(
+        "r",
+        state,
+        json!({"containerStatuses": [{"name": "app", "image": "nginx:1", "imageID": "i", "ready": true,
+                                      "restartCount": 0}]}),
+    );
+    let (st, waits) = stage(&p);
+    assert_eq!(st, "Updating");
+    assert!(
+        waits[0].contains("node agent (kruise-daemon)")
+            && waits[0].contains(insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION),
+        "{waits:?}"
+    );
+}
+
+/// `new` with `replicas` and extra `updateStrategy` fields, and `n` pods at the old revision (`web-0`…).
+fn rollout(update_strategy: Value, replicas: i32, n: usize) -> Vec<PodWhy> {
+    let old = cs("1");
+    let mut new = cs("1");
+    new.spec.template.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
+    let mut v = serde_json::to_value(&new).unwrap();
+    v["spec"]["replicas"] = json!(replicas);
+    if let (Value::Object(m), Value::Object(e)) = (&mut v["spec"]["updateStrategy"], update_strategy) {
+        m.extend(e);
+    }
+    let new: CloneSet = serde_json::from_value(v).unwrap();
+    let (r1, r2) = (rev(&old, 1), rev(&new, 2));
+    let h1 = r1.metadata.name.clone().unwrap();
+    let old_pods: Vec<Pod> = (0..n)
+        .map(|i| {
+            let mut p = pod(&h1, json!({"name": format!("web-{i}"), "uid": format!("p{i}")}));
+            p.metadata
+                .labels
+                .as_mut()
+                .unwrap()
+                .insert(keys::LIFECYCLE_STATE_LABEL.into(), "Normal".into());
+            p.status.as_mut().unwrap().conditions.as_mut().unwrap().push(
+                serde_json::from_value(json!({"type": keys::INPLACE_UPDATE_READY, "status": "True"}))
+                    .unwrap(),
+            );
+            p
+        })
+        .collect();
+    let s = snapshot(&new, old_pods, vec![r1, r2]);
+    let plan = crate::plan(&s);
+    pods(&s, &plan)
+}
+
+#[test]
+fn a_pod_held_by_the_partition_says_partition() {
+    let why = rollout(json!({"partition": 2}), 2, 2);
+    for p in &why {
+        assert!(p.this_round.iter().any(|a| a.starts_with("nothing yet")), "{p:?}");
+        assert!(
+            p.waits.iter().any(|w| w.contains("updateStrategy.partition 2")),
+            "{:?}",
+            p.waits
+        );
+    }
+}
+
+#[test]
+fn a_pod_waiting_for_its_batch_says_max_unavailable() {
+    let why = rollout(json!({"maxUnavailable": 1}), 3, 3);
+    let started: Vec<_> = why
+        .iter()
+        .filter(|p| p.this_round.iter().any(|a| a == "starts an in-place update"))
+        .collect();
+    assert_eq!(started.len(), 1, "{why:?}");
+    let waiting: Vec<_> = why
+        .iter()
+        .filter(|p| p.this_round.iter().any(|a| a.starts_with("nothing yet")))
+        .collect();
+    assert_eq!(waiting.len(), 2, "{why:?}");
+    for p in waiting {
+        assert!(
+            p.waits
+                .iter()
+                .any(|w| w.contains("its batch") && w.contains("maxUnavailable 1")),
+            "{:?}",
+            p.waits
+        );
+    }
+}
+
+#[test]
+fn a_pod_held_by_the_in_place_hook_says_hook() {
+    let old = cs("1");
+    let mut v = serde_json::to_value(cs("1")).unwrap();
+    v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+    v["spec"]["lifecycle"] = json!({"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}});
+    let new: CloneSet = serde_json::from_value(v).unwrap();
+    let (r1, r2) = (rev(&old, 1), rev(&new, 2));
+    let h1 = r1.metadata.name.clone().unwrap();
+    let mut p = pod(&h1, json!({}));
+    let labels = p.metadata.labels.as_mut().unwrap();
+    labels.insert(
+        keys::LIFECYCLE_STATE_LABEL.into(),
+        keys::lifecycle::PREPARING_UPDATE.into(),
+    );
+    labels.insert("hold".into(), "true".into());
+    let s = snapshot(&new, vec![p], vec![r1, r2]);
+    let plan = crate::plan(&s);
+    let why = pods(&s, &plan);
+    assert!(
+        why[0].this_round.iter().any(|a| a.starts_with("nothing yet")),
+        "{:?}",
+        why[0]
+    );
+    assert!(
+        why[0]
+            .waits
+            .iter()
+            .any(|w| w.contains("lifecycle.inPlaceUpdate hook")),
+        "{:?}",
+        why[0].waits
+    );
+}
