@@ -10,6 +10,8 @@ pub mod timeline;
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+
 pub use rollout::BenchArgs;
 
 /// `insitu bench [FLAGS]` runs the in-place rollout; `insitu bench seed-compare [FLAGS]` the comparison.
@@ -34,4 +36,32 @@ pub fn main(cmd: BenchCmd) -> anyhow::Result<ExitCode> {
         Some(Scenario::SeedCompare(args)) => seed_compare::main(args),
         None => rollout::main(cmd.rollout),
     }
+}
+
+/// Runs a scenario on the simulated-time runtime (paused tokio clock) and drops the runtime before returning.
+fn block_on<R>(scenario: impl Future<Output = anyhow::Result<R>>) -> anyhow::Result<R> {
+    let rt = crate::simtime::runtime().context("starting the runtime")?;
+    let report = rt.block_on(scenario)?;
+    drop(rt);
+    Ok(report)
+}
+
+/// Prints a scenario's report (one JSON object with `--json`, else its rendered table); the exit code is 1 when
+/// the scenario found problems.
+fn emit<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    render: impl FnOnce(&R) -> String,
+    problems: &[String],
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", render(report));
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

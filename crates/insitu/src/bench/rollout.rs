@@ -22,6 +22,7 @@ use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
 use insitu_core::PackedPod;
 use insitu_sim::Clock as _;
+use insitu_sim::apiserver::ApiStats;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -76,19 +77,8 @@ pub struct BenchArgs {
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let rt = simtime::runtime().context("starting the runtime")?;
-    let report = rt.block_on(run(args.clone()))?;
-    drop(rt);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(if report.problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    let report = super::block_on(run(args.clone()))?;
+    super::emit(&report, args.json, render, &report.problems)
 }
 
 pub fn parse_max_unavailable(s: &str) -> anyhow::Result<IntOrString> {
@@ -195,6 +185,16 @@ fn time_plan(snap: &insitu_core::Snapshot, n: usize) -> (f64, f64, usize) {
     (percentile(&ms, 0.5), percentile(&ms, 0.99), actions)
 }
 
+/// What the rollout phase left behind for the figures.
+struct Rolled {
+    rollout: Phase,
+    stats0: ApiStats,
+    stats1: ApiStats,
+    metrics0: BTreeMap<String, f64>,
+    metrics1: BTreeMap<String, f64>,
+    max_not_ready: i64,
+}
+
 /// Runs the scenario and gathers the figures.
 pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let mu = parse_max_unavailable(&args.max_unavailable)?;
@@ -261,240 +261,38 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let rss_after_setup = proc_memory().1;
 
     // Phase 2: the image change, measured until every pod is updated and Ready.
-    let stats0 = cluster.apiserver.stats();
-    let metrics0 = samples(&metrics.render());
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": NEW_IMAGE}
-    ]))?;
-    let (wall, t0) = (Instant::now(), clock.now());
-    css.patch(NAME, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await
-        .context("patching the image")?;
-    let mut max_not_ready = 0i64;
-    let done = wait_cloneset(
+    let rolled = roll(
+        &cluster,
+        &metrics,
+        &css,
         &mut cs_events,
         &clock,
-        args.timeout,
-        "all pods updated and Ready",
-        |c| {
-            if let Some(st) = &c.status {
-                max_not_ready = max_not_ready.max(i64::from(st.replicas) - i64::from(st.ready_replicas));
-            }
-        },
-        |c| {
-            settled(c, n)
-                && c.status
-                    .as_ref()
-                    .is_some_and(|s| s.update_revision != old_revision)
-        },
+        &args,
+        &old_revision,
     )
     .await?;
-    let rollout = Phase::new(
-        clock.now().duration_since(t0).as_secs_f64(),
-        wall.elapsed().as_secs_f64(),
-    );
-    let stats1 = cluster.apiserver.stats();
-    let metrics1 = samples(&metrics.render());
-
-    // Verification: same pods, new image, Ready, one restart each.
     let after: Vec<Pod> = pods_api
         .list(&ListParams::default().labels(&format!("app={NAME}")))
         .await?
         .items;
-    let mut problems = Vec::new();
-    let live: Vec<&Pod> = after
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .collect();
-    if live.len() != args.pods {
-        problems.push(format!(
-            "{} live pods after the rollout, expected {}",
-            live.len(),
-            args.pods
-        ));
-    }
-    let count = |f: &dyn Fn(&Pod) -> bool| live.iter().filter(|p| !f(p)).count();
-    let checks: [(&str, usize); 4] = [
-        (
-            "not the same pod (name/UID) as before",
-            count(&|p| before.get(&p.name_any()) == p.uid().as_ref()),
-        ),
-        ("not on the new image", count(&|p| monitor::image(p) == NEW_IMAGE)),
-        ("not Ready", count(&|p| monitor::ready(p) == "True")),
-        (
-            "not restarted exactly once",
-            count(&|p| monitor::restarts(p) == 1),
-        ),
-    ];
-    for (what, bad) in checks {
-        if bad > 0 {
-            problems.push(format!("{bad} pods {what}"));
-        }
-    }
-
-    // Writes.
-    let apiserver = write_counts(&stats1, &stats0, args.pods);
-    let apiserver_total: u64 = apiserver.iter().map(|w| w.count).sum();
-    let mut controller_w: Vec<WriteCount> = diff(&metrics1, &metrics0, "insitu_api_writes_total")
-        .into_iter()
-        .filter(|(_, d)| *d > 0.0)
-        .map(|(k, d)| WriteCount {
-            verb: label(&k, "verb").unwrap_or("").to_string(),
-            resource: label(&k, "resource").unwrap_or("").to_string(),
-            count: d as u64,
-            per_pod: d / args.pods as f64,
-        })
-        .collect();
-    controller_w.sort_by_key(|w| std::cmp::Reverse(w.count));
-    let controller_total: u64 = controller_w.iter().map(|w| w.count).sum();
-    let controller_pod: u64 = controller_w
-        .iter()
-        .filter(|w| w.resource == "pods" || w.resource == "pods/status")
-        .map(|w| w.count)
-        .sum();
-    let writes = Writes {
-        apiserver_total,
-        apiserver_per_pod: apiserver_total as f64 / args.pods as f64,
-        apiserver,
-        controller_total,
-        controller_per_pod: controller_total as f64 / args.pods as f64,
-        controller: controller_w,
-        controller_pod_writes_per_pod: controller_pod as f64 / args.pods as f64,
-        watches_started: stats1.watches - stats0.watches,
-        lists: stats1.lists - stats0.lists,
-        gets: stats1.reads - stats0.reads,
-        errors: stats1.errors - stats0.errors,
-    };
-
-    // Reconciles.
-    let reconciles: BTreeMap<String, u64> = diff(&metrics1, &metrics0, "insitu_reconcile_total")
-        .into_iter()
-        .map(|(k, d)| (label(&k, "result").unwrap_or("").to_string(), d as u64))
-        .filter(|(_, d)| *d > 0)
-        .collect();
+    let problems = verify(&after, &before, args.pods);
+    let writes = writes(&rolled, args.pods);
+    let reconciles: BTreeMap<String, u64> =
+        diff(&rolled.metrics1, &rolled.metrics0, "insitu_reconcile_total")
+            .into_iter()
+            .map(|(k, d)| (label(&k, "result").unwrap_or("").to_string(), d as u64))
+            .filter(|(_, d)| *d > 0)
+            .collect();
     let reconciles_total = reconciles.values().sum();
 
-    // Planning: the controller's histogram during the rollout, then `core::plan` timed directly.
-    let mut buckets: Vec<(f64, f64)> = diff(&metrics1, &metrics0, "insitu_plan_duration_seconds_bucket")
-        .into_iter()
-        .filter_map(|(k, d)| {
-            let le = label(&k, "le")?;
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((le, d))
-        })
-        .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let calls = diff(&metrics1, &metrics0, "insitu_plan_duration_seconds_count")
-        .first()
-        .map_or(0.0, |x| x.1);
-    let sum = diff(&metrics1, &metrics0, "insitu_plan_duration_seconds_sum")
-        .first()
-        .map_or(0.0, |x| x.1);
-    let revisions: Vec<ControllerRevision> = Api::<ControllerRevision>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await?
-        .items;
     let cs_now = css.get(NAME).await?;
-    let cs_now_for_snapshot = cs_now.clone();
-    let cs_uid = cs_now.uid().unwrap_or_default();
-    let snap_pods: Vec<Arc<Pod>> = after
-        .iter()
-        .map(|p| {
-            let mut p = p.clone();
-            p.metadata.managed_fields = None;
-            Arc::new(p)
-        })
-        .collect();
-    // With the pods' summaries, as the controller plans (it refreshes them in its snapshot step, below).
-    let summariser = insitu_core::summary::Summariser::new(&cs_now.spec.selector);
-    let summaries: Vec<insitu_core::PodSummary> = snap_pods
-        .iter()
-        .map(|p| summariser.summarise(p.clone()))
-        .collect();
-    let mut snap = insitu_core::Snapshot {
-        cloneset: Arc::new(cs_now.clone()),
-        pods: snap_pods,
-        summaries: Some(Arc::new(summaries)),
-        revisions: revisions.into_iter().map(Arc::new).collect(),
-        pvcs: vec![],
-        now: clock.now(),
-        gates: Default::default(),
-        nodes: Default::default(),
-    };
-    let (settled_p50, settled_p99, _) = time_plan(&snap, args.plan_samples);
-    let mut changed = cs_now;
-    if let Some(c) = changed
-        .spec
-        .template
-        .spec
-        .as_mut()
-        .and_then(|s| s.containers.first_mut())
-    {
-        c.image = Some("nginx:1.21.0".into());
-    }
-    changed.metadata.generation = changed.metadata.generation.map(|g| g + 1);
-    snap.cloneset = Arc::new(changed);
-    let (changed_p50, changed_p99, changed_actions) = time_plan(&snap, args.plan_samples);
-    drop(snap);
-    let mut planning = Planning {
-        controller_calls: calls as u64,
-        controller_p50_ms: quantile(&buckets, 0.5) * 1e3,
-        controller_p99_ms: quantile(&buckets, 0.99) * 1e3,
-        controller_mean_ms: if calls > 0.0 { sum / calls * 1e3 } else { 0.0 },
-        settled_p50_ms: settled_p50,
-        settled_p99_ms: settled_p99,
-        changed_p50_ms: changed_p50,
-        changed_p99_ms: changed_p99,
-        changed_actions,
-        ..Default::default()
-    };
-
-    // Memory: whole process, and the controller's pod cache rebuilt in a fresh arena.
-    let samples_n = args.plan_samples.max(1);
-    let (cache_estimate, snapshot_ms) = {
-        let pods = Arc::new(after);
-        let cs_for_snapshot = cs_now_for_snapshot;
-        let handle = std::thread::spawn(move || {
-            let (reader, mut writer) = kube::runtime::reflector::store::<PackedPod>();
-            let before = proc_memory().1;
-            writer.apply_watcher_event(&watcher::Event::Init);
-            for p in pods.iter() {
-                writer.apply_watcher_event(&watcher::Event::InitApply(PackedPod::pack(p.clone())));
-            }
-            writer.apply_watcher_event(&watcher::Event::InitDone);
-            let grown = proc_memory().1 - before;
-            // The snapshot step of every reconcile: all cached pods, those of the CloneSet (by namespace and
-            // controller UID) summarised where they changed since the last snapshot (here: none after the
-            // first, untimed, round), in name order.
-            let owned = |p: &PackedPod| {
-                p.metadata.namespace.as_deref() == Some("default")
-                    && p.owner_references()
-                        .iter()
-                        .any(|r| r.controller == Some(true) && r.uid == cs_uid)
-            };
-            let cache = insitu_controller::snapshot::SummaryCache::default();
-            drop(cache.refresh(&cs_for_snapshot, &reader.state(), owned));
-            let mut ms = Vec::with_capacity(samples_n);
-            for _ in 0..samples_n {
-                let t = Instant::now();
-                let (summaries, _) = cache.refresh(&cs_for_snapshot, &reader.state(), owned);
-                drop(summaries);
-                ms.push(t.elapsed().as_secs_f64() * 1e3);
-            }
-            ms.sort_by(f64::total_cmp);
-            drop(reader);
-            (grown, ms)
-        });
-        handle.join().unwrap_or_default()
-    };
+    let mut planning = planning(&client, &rolled, &cs_now, &after, &clock, args.plan_samples).await?;
+    let (cache_estimate, snapshot_ms) = cache_estimate(after, cs_now, args.plan_samples);
     planning.snapshot_p50_ms = percentile(&snapshot_ms, 0.5);
     planning.snapshot_p99_ms = percentile(&snapshot_ms, 0.99);
     let (hwm, rss) = proc_memory();
 
+    let rollout = rolled.rollout.clone();
     fl.ratio = if fl.floor_seconds > 0.0 {
         rollout.virtual_seconds / fl.floor_seconds
     } else {
@@ -515,7 +313,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         writes,
         reconciles,
         reconciles_total,
-        setup_reconciles: metrics0
+        setup_reconciles: rolled
+            .metrics0
             .iter()
             .filter(|(k, _)| k.starts_with("insitu_reconcile_total"))
             .map(|(_, v)| *v as u64)
@@ -527,12 +326,259 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             rss_after_setup_mib: rss_after_setup,
             controller_pod_cache_estimate_mib: cache_estimate,
         },
-        max_not_ready_seen: max_not_ready,
+        max_not_ready_seen: rolled.max_not_ready,
         problems,
     };
-    let _ = done;
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
     drop(cluster);
     Ok(report)
+}
+
+/// Phase 2: patches the template image and waits until every pod is updated and Ready, counting writes and
+/// the controller's metrics around it.
+async fn roll(
+    cluster: &SimCluster,
+    metrics: &Metrics,
+    css: &Api<CloneSet>,
+    cs_events: &mut (impl futures::Stream<Item = Result<CloneSet, watcher::Error>> + Unpin),
+    clock: &insitu_sim::SimClock,
+    args: &BenchArgs,
+    old_revision: &str,
+) -> anyhow::Result<Rolled> {
+    let n = i32::try_from(args.pods).context("--pods")?;
+    let stats0 = cluster.apiserver.stats();
+    let metrics0 = samples(&metrics.render());
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": NEW_IMAGE}
+    ]))?;
+    let (wall, t0) = (Instant::now(), clock.now());
+    css.patch(NAME, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .context("patching the image")?;
+    let mut max_not_ready = 0i64;
+    wait_cloneset(
+        cs_events,
+        clock,
+        args.timeout,
+        "all pods updated and Ready",
+        |c| {
+            if let Some(st) = &c.status {
+                max_not_ready = max_not_ready.max(i64::from(st.replicas) - i64::from(st.ready_replicas));
+            }
+        },
+        |c| {
+            settled(c, n)
+                && c.status
+                    .as_ref()
+                    .is_some_and(|s| s.update_revision != old_revision)
+        },
+    )
+    .await?;
+    let rollout = Phase::new(
+        clock.now().duration_since(t0).as_secs_f64(),
+        wall.elapsed().as_secs_f64(),
+    );
+    Ok(Rolled {
+        rollout,
+        stats0,
+        stats1: cluster.apiserver.stats(),
+        metrics0,
+        metrics1: samples(&metrics.render()),
+        max_not_ready,
+    })
+}
+
+/// Verification: the same pods (name and UID) as before, on the new image, Ready, restarted exactly once.
+fn verify(after: &[Pod], before: &HashMap<String, String>, pods: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    let live: Vec<&Pod> = after
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if live.len() != pods {
+        problems.push(format!(
+            "{} live pods after the rollout, expected {pods}",
+            live.len()
+        ));
+    }
+    let count = |f: &dyn Fn(&Pod) -> bool| live.iter().filter(|p| !f(p)).count();
+    let checks: [(&str, usize); 4] = [
+        (
+            "not the same pod (name/UID) as before",
+            count(&|p| before.get(&p.name_any()) == p.uid().as_ref()),
+        ),
+        ("not on the new image", count(&|p| monitor::image(p) == NEW_IMAGE)),
+        ("not Ready", count(&|p| monitor::ready(p) == "True")),
+        (
+            "not restarted exactly once",
+            count(&|p| monitor::restarts(p) == 1),
+        ),
+    ];
+    for (what, bad) in checks {
+        if bad > 0 {
+            problems.push(format!("{bad} pods {what}"));
+        }
+    }
+    problems
+}
+
+/// The rollout's writes: apiserver-side by verb/resource, and the controller's `insitu_api_writes_total`.
+fn writes(r: &Rolled, pods: usize) -> Writes {
+    let apiserver = write_counts(&r.stats1, &r.stats0, pods);
+    let apiserver_total: u64 = apiserver.iter().map(|w| w.count).sum();
+    let mut controller_w: Vec<WriteCount> = diff(&r.metrics1, &r.metrics0, "insitu_api_writes_total")
+        .into_iter()
+        .filter(|(_, d)| *d > 0.0)
+        .map(|(k, d)| WriteCount {
+            verb: label(&k, "verb").unwrap_or("").to_string(),
+            resource: label(&k, "resource").unwrap_or("").to_string(),
+            count: d as u64,
+            per_pod: d / pods as f64,
+        })
+        .collect();
+    controller_w.sort_by_key(|w| std::cmp::Reverse(w.count));
+    let controller_total: u64 = controller_w.iter().map(|w| w.count).sum();
+    let controller_pod: u64 = controller_w
+        .iter()
+        .filter(|w| w.resource == "pods" || w.resource == "pods/status")
+        .map(|w| w.count)
+        .sum();
+    Writes {
+        apiserver_total,
+        apiserver_per_pod: apiserver_total as f64 / pods as f64,
+        apiserver,
+        controller_total,
+        controller_per_pod: controller_total as f64 / pods as f64,
+        controller: controller_w,
+        controller_pod_writes_per_pod: controller_pod as f64 / pods as f64,
+        watches_started: r.stats1.watches - r.stats0.watches,
+        lists: r.stats1.lists - r.stats0.lists,
+        gets: r.stats1.reads - r.stats0.reads,
+        errors: r.stats1.errors - r.stats0.errors,
+    }
+}
+
+/// Planning: the controller's histogram during the rollout, then `core::plan` timed directly on the final
+/// state (settled, and with the template image changed again).
+async fn planning(
+    client: &kube::Client,
+    r: &Rolled,
+    cs_now: &CloneSet,
+    after: &[Pod],
+    clock: &insitu_sim::SimClock,
+    plan_samples: usize,
+) -> anyhow::Result<Planning> {
+    let mut buckets: Vec<(f64, f64)> = diff(&r.metrics1, &r.metrics0, "insitu_plan_duration_seconds_bucket")
+        .into_iter()
+        .filter_map(|(k, d)| {
+            let le = label(&k, "le")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, d))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let calls = diff(&r.metrics1, &r.metrics0, "insitu_plan_duration_seconds_count")
+        .first()
+        .map_or(0.0, |x| x.1);
+    let sum = diff(&r.metrics1, &r.metrics0, "insitu_plan_duration_seconds_sum")
+        .first()
+        .map_or(0.0, |x| x.1);
+    let revisions: Vec<ControllerRevision> = Api::<ControllerRevision>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let snap_pods: Vec<Arc<Pod>> = after
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            p.metadata.managed_fields = None;
+            Arc::new(p)
+        })
+        .collect();
+    // With the pods' summaries, as the controller plans (it refreshes them in its snapshot step).
+    let summariser = insitu_core::summary::Summariser::new(&cs_now.spec.selector);
+    let summaries: Vec<insitu_core::PodSummary> = snap_pods
+        .iter()
+        .map(|p| summariser.summarise(p.clone()))
+        .collect();
+    let mut snap = insitu_core::Snapshot {
+        cloneset: Arc::new(cs_now.clone()),
+        pods: snap_pods,
+        summaries: Some(Arc::new(summaries)),
+        revisions: revisions.into_iter().map(Arc::new).collect(),
+        pvcs: vec![],
+        now: clock.now(),
+        gates: Default::default(),
+        nodes: Default::default(),
+    };
+    let (settled_p50, settled_p99, _) = time_plan(&snap, plan_samples);
+    let mut changed = cs_now.clone();
+    if let Some(c) = changed
+        .spec
+        .template
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.first_mut())
+    {
+        c.image = Some("nginx:1.21.0".into());
+    }
+    changed.metadata.generation = changed.metadata.generation.map(|g| g + 1);
+    snap.cloneset = Arc::new(changed);
+    let (changed_p50, changed_p99, changed_actions) = time_plan(&snap, plan_samples);
+    Ok(Planning {
+        controller_calls: calls as u64,
+        controller_p50_ms: quantile(&buckets, 0.5) * 1e3,
+        controller_p99_ms: quantile(&buckets, 0.99) * 1e3,
+        controller_mean_ms: if calls > 0.0 { sum / calls * 1e3 } else { 0.0 },
+        settled_p50_ms: settled_p50,
+        settled_p99_ms: settled_p99,
+        changed_p50_ms: changed_p50,
+        changed_p99_ms: changed_p99,
+        changed_actions,
+        ..Default::default()
+    })
+}
+
+/// Memory: the controller's pod cache rebuilt from the final pods in a fresh thread (so a fresh malloc arena):
+/// its resident growth in MiB, and the snapshot step timed on it (ms per sample, sorted).
+fn cache_estimate(after: Vec<Pod>, cs: CloneSet, samples_n: usize) -> (f64, Vec<f64>) {
+    let samples_n = samples_n.max(1);
+    let cs_uid = cs.uid().unwrap_or_default();
+    let handle = std::thread::spawn(move || {
+        let (reader, mut writer) = kube::runtime::reflector::store::<PackedPod>();
+        let before = proc_memory().1;
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for p in &after {
+            writer.apply_watcher_event(&watcher::Event::InitApply(PackedPod::pack(p.clone())));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let grown = proc_memory().1 - before;
+        // The snapshot step of every reconcile: all cached pods, those of the CloneSet (by namespace and
+        // controller UID) summarised where they changed since the last snapshot (here: none after the
+        // first, untimed, round), in name order.
+        let owned = |p: &PackedPod| {
+            p.metadata.namespace.as_deref() == Some("default")
+                && p.owner_references()
+                    .iter()
+                    .any(|r| r.controller == Some(true) && r.uid == cs_uid)
+        };
+        let cache = insitu_controller::snapshot::SummaryCache::default();
+        drop(cache.refresh(&cs, &reader.state(), owned));
+        let mut ms = Vec::with_capacity(samples_n);
+        for _ in 0..samples_n {
+            let t = Instant::now();
+            let (summaries, _) = cache.refresh(&cs, &reader.state(), owned);
+            drop(summaries);
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        ms.sort_by(f64::total_cmp);
+        drop(reader);
+        (grown, ms)
+    });
+    handle.join().unwrap_or_default()
 }

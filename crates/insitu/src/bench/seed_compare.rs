@@ -118,23 +118,12 @@ pub struct SeedCompareReport {
 }
 
 pub fn main(args: SeedCompareArgs) -> anyhow::Result<ExitCode> {
-    let rt = simtime::runtime().context("starting the runtime")?;
-    let report = rt.block_on(run(args.clone()))?;
-    drop(rt);
+    let report = super::block_on(run(args.clone()))?;
     if let Some(path) = &args.plot {
         super::plot::write_svg(path, &report)
             .with_context(|| format!("--plot {}: writing the SVG", path.display()))?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(if report.problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    super::emit(&report, args.json, render, &report.problems)
 }
 
 fn ppm(p: f64, flag: &str) -> anyhow::Result<u32> {
