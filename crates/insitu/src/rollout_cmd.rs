@@ -18,11 +18,11 @@ use anyhow::Context as _;
 use insitu_api::CloneSet;
 use insitu_core::revision;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::target::{self, ClusterArgs};
+use crate::target::{self, ClusterArgs, DryRun};
 
 /// kubectl's change-cause annotation (`--record`), copied onto revisions from the CloneSet's annotations.
 pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
@@ -35,11 +35,15 @@ pub struct RolloutArgs {
     pub verb: Verb,
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Object {
     /// The CloneSet: `cloneset/NAME`.
     #[arg(required = true, num_args = 1..=2)]
     pub object: Vec<String>,
+    /// `none`, `server` (validated by the apiserver, nothing stored) or `client` (nothing sent), as kubectl's;
+    /// not for `history`, which writes nothing.
+    #[arg(long, value_enum, default_value = "none")]
+    pub dry_run: DryRun,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -140,8 +144,12 @@ pub fn history_table(revs: &[ControllerRevision]) -> String {
     out
 }
 
-async fn merge(api: &Api<CloneSet>, name: &str, patch: Value) -> anyhow::Result<()> {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+/// Sends a merge patch to the CloneSet (none under a client dry run).
+async fn merge(api: &Api<CloneSet>, name: &str, patch: Value, dry: DryRun) -> anyhow::Result<()> {
+    if dry == DryRun::Client {
+        return Ok(());
+    }
+    api.patch(name, &dry.patch_params(), &Patch::Merge(patch))
         .await
         .with_context(|| format!("patching {}", target::display(name)))?;
     Ok(())
@@ -157,11 +165,19 @@ pub async fn run(client: kube::Client, namespace: &str, verb: &Verb) -> anyhow::
         .await
         .with_context(|| format!("getting {shown} in namespace {namespace}"))?;
     let paused = cs.spec.update_strategy.as_ref().is_some_and(|u| u.paused);
+    let dry = verb.object().dry_run;
+    let done = dry.suffix();
     match verb {
         Verb::Pause(_) => {
             anyhow::ensure!(!paused, "{shown} is already paused");
-            merge(&api, &name, json!({"spec": {"updateStrategy": {"paused": true}}})).await?;
-            Ok(format!("{shown} paused"))
+            merge(
+                &api,
+                &name,
+                json!({"spec": {"updateStrategy": {"paused": true}}}),
+                dry,
+            )
+            .await?;
+            Ok(format!("{shown} paused{done}"))
         }
         Verb::Resume(_) => {
             anyhow::ensure!(paused, "{shown} is not paused");
@@ -169,19 +185,24 @@ pub async fn run(client: kube::Client, namespace: &str, verb: &Verb) -> anyhow::
                 &api,
                 &name,
                 json!({"spec": {"updateStrategy": {"paused": false}}}),
+                dry,
             )
             .await?;
-            Ok(format!("{shown} resumed"))
+            Ok(format!("{shown} resumed{done}"))
         }
         Verb::Restart(_) => {
             let now = k8s_openapi::jiff::Timestamp::now()
                 .strftime("%Y-%m-%dT%H:%M:%SZ")
                 .to_string();
             let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}});
-            merge(&api, &name, patch).await?;
-            Ok(format!("{shown} restarted"))
+            merge(&api, &name, patch, dry).await?;
+            Ok(format!("{shown} restarted{done}"))
         }
         Verb::History { revision, .. } => {
+            anyhow::ensure!(
+                dry == DryRun::None,
+                "rollout history writes nothing: it takes no --dry-run"
+            );
             let revs = history(&Api::namespaced(client, namespace), &cs).await?;
             match revision {
                 None => Ok(format!("{shown}\n{}", history_table(&revs).trim_end())),
@@ -203,7 +224,7 @@ pub async fn run(client: kube::Client, namespace: &str, verb: &Verb) -> anyhow::
             let rev = find(&revs, *to_revision)?;
             if rev.data.as_ref().map(|d| &d.0) == Some(&revision::revision_data(&cs.spec.template)) {
                 return Ok(format!(
-                    "{shown} skipped rollback (current template already matches revision {})",
+                    "{shown} skipped rollback (current template already matches revision {}){done}",
                     rev.revision
                 ));
             }
@@ -213,8 +234,8 @@ pub async fn run(client: kube::Client, namespace: &str, verb: &Verb) -> anyhow::
                 {"op": "test", "path": "/metadata/generation", "value": cs.metadata.generation},
                 {"op": "replace", "path": "/spec/template", "value": stored_template(rev)?},
             ]);
-            crate::set_cmd::json_patch(&api, &name, ops).await?;
-            Ok(format!("{shown} rolled back"))
+            crate::set_cmd::json_patch(&api, &name, ops, dry).await?;
+            Ok(format!("{shown} rolled back{done}"))
         }
     }
 }

@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use insitu_api::CloneSet;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use serde_json::{Value, json};
 
-use crate::target::{self, ClusterArgs};
+use crate::target::{self, ClusterArgs, DryRun};
 
 #[derive(clap::Args, Debug)]
 pub struct SetArgs {
@@ -32,6 +32,9 @@ pub struct ImageArgs {
     /// `cloneset/NAME` followed by one or more `CONTAINER=IMAGE`.
     #[arg(required = true, num_args = 2..)]
     pub args: Vec<String>,
+    /// `none`, `server` (validated by the apiserver, nothing stored) or `client` (nothing sent), as kubectl's.
+    #[arg(long, value_enum, default_value = "none")]
+    pub dry_run: DryRun,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -85,14 +88,16 @@ pub fn image_patch(template: &Value, images: &[(String, String)]) -> anyhow::Res
     Ok((!ops.is_empty()).then_some(Value::Array(ops)))
 }
 
-/// Sends a JSON patch to the CloneSet.
-pub async fn json_patch(api: &Api<CloneSet>, name: &str, ops: Value) -> anyhow::Result<CloneSet> {
+/// Sends a JSON patch to the CloneSet (none under a client dry run).
+pub async fn json_patch(api: &Api<CloneSet>, name: &str, ops: Value, dry: DryRun) -> anyhow::Result<()> {
     let p: json_patch::Patch = serde_json::from_value(ops).context("building the JSON patch")?;
-    let cs = api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(p))
+    if dry == DryRun::Client {
+        return Ok(());
+    }
+    api.patch(name, &dry.patch_params(), &Patch::<()>::Json(p))
         .await
         .with_context(|| format!("patching {}", target::display(name)))?;
-    Ok(cs)
+    Ok(())
 }
 
 /// Sets the images; returns the line kubectl would print.
@@ -100,6 +105,7 @@ pub async fn set_image(
     api: &Api<CloneSet>,
     name: &str,
     images: &[(String, String)],
+    dry: DryRun,
 ) -> anyhow::Result<String> {
     let cs = api
         .get(name)
@@ -107,10 +113,14 @@ pub async fn set_image(
         .with_context(|| format!("getting {}", target::display(name)))?;
     let template = serde_json::to_value(&cs.spec.template)?;
     match image_patch(&template, images)? {
-        None => Ok(format!("{} image unchanged", target::display(name))),
+        None => Ok(format!(
+            "{} image unchanged{}",
+            target::display(name),
+            dry.suffix()
+        )),
         Some(ops) => {
-            json_patch(api, name, ops).await?;
-            Ok(format!("{} image updated", target::display(name)))
+            json_patch(api, name, ops, dry).await?;
+            Ok(format!("{} image updated{}", target::display(name), dry.suffix()))
         }
     }
 }
@@ -125,7 +135,7 @@ pub fn main(args: SetArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let (client, namespace) = target::connect(&args.cluster, "set-image").await?;
         let api: Api<CloneSet> = Api::namespaced(client, &namespace);
-        println!("{}", set_image(&api, &name, &images).await?);
+        println!("{}", set_image(&api, &name, &images, args.dry_run).await?);
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -109,3 +109,32 @@ mod tests {
         assert!(cloneset_name(&words(&["cloneset/"])).is_err());
     }
 }
+
+/// kubectl's `--dry-run`: `none` writes, `server` sends the write with `dryRun=All` (validated and admitted by
+/// the apiserver, nothing stored), `client` sends no write at all.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DryRun {
+    #[default]
+    None,
+    Server,
+    Client,
+}
+
+impl DryRun {
+    /// The patch options for this mode.
+    pub fn patch_params(self) -> kube::api::PatchParams {
+        kube::api::PatchParams {
+            dry_run: self == DryRun::Server,
+            ..Default::default()
+        }
+    }
+
+    /// What kubectl appends to its message: ` (server dry run)`, ` (dry run)`, or nothing.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            DryRun::None => "",
+            DryRun::Server => " (server dry run)",
+            DryRun::Client => " (dry run)",
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{Harness, cloneset, run};
 use insitu::rollout_cmd::{self, Object, Verb};
 use insitu::status_cmd::{self, Outcome, Screen};
-use insitu::target::ClusterArgs;
+use insitu::target::{ClusterArgs, DryRun};
 use insitu_sim::cluster::SimConfig;
 use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
 
@@ -39,6 +39,7 @@ fn updated(frame: &str) -> i32 {
 fn object(name: &str) -> Object {
     Object {
         object: vec![format!("cloneset/{name}")],
+        dry_run: DryRun::None,
         cluster: ClusterArgs::default(),
     }
 }
@@ -54,10 +55,14 @@ fn status_watch_follows_an_in_place_rollout_to_completion() {
         h.create(&cloneset("web", 3)).await;
         h.wait_ready("web", 3, Some("nginx:1.19.0"), 120).await;
         let before: Vec<String> = h.pods("web").await.iter().map(common::uid).collect();
-        let msg =
-            insitu::set_cmd::set_image(&h.clonesets(), "web", &[("nginx".into(), "nginx:1.20.0".into())])
-                .await
-                .unwrap();
+        let msg = insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "web",
+            &[("nginx".into(), "nginx:1.20.0".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap();
         assert_eq!(msg, "cloneset.apps.kruise.io/web image updated");
         let (outcome, frames) = watch_status(&h, "web", 600).await;
         assert_eq!(outcome, Outcome::Done);
@@ -125,9 +130,14 @@ fn status_watch_fails_when_the_progress_deadline_passes() {
         cs.spec.progress_deadline_seconds = Some(40);
         h.create(&cs).await;
         h.wait_ready("bad", 2, None, 120).await;
-        insitu::set_cmd::set_image(&h.clonesets(), "bad", &[("nginx".into(), "nginx:broken".into())])
-            .await
-            .unwrap();
+        insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "bad",
+            &[("nginx".into(), "nginx:broken".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap();
         let (outcome, frames) = watch_status(&h, "bad", 600).await;
         match &outcome {
             Outcome::Failed(m) => assert!(m.contains("exceeded its progress deadline"), "{m}"),
@@ -158,9 +168,14 @@ fn rollout_verbs_pause_resume_restart_history_undo() {
             .to_string();
         assert!(e.contains("already paused"), "{e}");
         // Paused: a new image waits.
-        insitu::set_cmd::set_image(&h.clonesets(), "app", &[("nginx".into(), "nginx:1.20.0".into())])
-            .await
-            .unwrap();
+        insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "app",
+            &[("nginx".into(), "nginx:1.20.0".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap();
         h.sleep(30).await;
         assert!(
             h.pods("app")
@@ -244,25 +259,96 @@ fn set_image_keeps_every_other_template_field() {
         h.create(&cloneset("keep", 1)).await;
         h.wait_ready("keep", 1, None, 120).await;
         let before = serde_json::to_value(h.clonesets().get("keep").await.unwrap().spec.template).unwrap();
-        insitu::set_cmd::set_image(&h.clonesets(), "keep", &[("nginx".into(), "nginx:1.21.0".into())])
-            .await
-            .unwrap();
+        insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "keep",
+            &[("nginx".into(), "nginx:1.21.0".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap();
         let mut after = serde_json::to_value(h.clonesets().get("keep").await.unwrap().spec.template).unwrap();
         assert_eq!(after["spec"]["containers"][0]["image"], "nginx:1.21.0");
         after["spec"]["containers"][0]["image"] = before["spec"]["containers"][0]["image"].clone();
         assert_eq!(before, after, "only the image changed");
-        let msg =
-            insitu::set_cmd::set_image(&h.clonesets(), "keep", &[("nginx".into(), "nginx:1.21.0".into())])
-                .await
-                .unwrap();
+        let msg = insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "keep",
+            &[("nginx".into(), "nginx:1.21.0".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap();
         assert_eq!(msg, "cloneset.apps.kruise.io/keep image unchanged");
-        let e = insitu::set_cmd::set_image(&h.clonesets(), "keep", &[("web".into(), "x:1".into())])
-            .await
-            .unwrap_err()
-            .to_string();
+        let e = insitu::set_cmd::set_image(
+            &h.clonesets(),
+            "keep",
+            &[("web".into(), "x:1".into())],
+            DryRun::None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("container \"web\" not found") && e.contains("containers: nginx"),
             "{e}"
+        );
+    });
+}
+
+#[test]
+fn dry_runs_of_set_image_and_rollout_verbs_change_nothing() {
+    run(async {
+        let h = Harness::start(45).await;
+        h.create(&cloneset("dry", 1)).await;
+        h.wait_ready("dry", 1, Some("nginx:1.19.0"), 120).await;
+        let rv = |cs: insitu_api::CloneSet| cs.metadata.resource_version.unwrap_or_default();
+        let before = rv(h.clonesets().get("dry").await.unwrap());
+        let image = [("nginx".to_string(), "nginx:1.20.0".to_string())];
+        for (dry, shown) in [
+            (DryRun::Server, " (server dry run)"),
+            (DryRun::Client, " (dry run)"),
+        ] {
+            let msg = insitu::set_cmd::set_image(&h.clonesets(), "dry", &image, dry)
+                .await
+                .unwrap();
+            assert_eq!(msg, format!("cloneset.apps.kruise.io/dry image updated{shown}"));
+            let mut o = object("dry");
+            o.dry_run = dry;
+            assert_eq!(
+                rollout(&h, Verb::Pause(o.clone())).await.unwrap(),
+                format!("cloneset.apps.kruise.io/dry paused{shown}")
+            );
+            assert_eq!(
+                rollout(&h, Verb::Restart(o.clone())).await.unwrap(),
+                format!("cloneset.apps.kruise.io/dry restarted{shown}")
+            );
+            let e = rollout(
+                &h,
+                Verb::History {
+                    target: o,
+                    revision: None,
+                },
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("takes no --dry-run"), "{e}");
+        }
+        // A dry run checks as a real run does: resuming a CloneSet that is not paused is refused.
+        let mut o = object("dry");
+        o.dry_run = DryRun::Server;
+        let e = rollout(&h, Verb::Resume(o)).await.unwrap_err().to_string();
+        assert!(e.contains("is not paused"), "{e}");
+        h.sleep(30).await;
+        let cs = h.clonesets().get("dry").await.unwrap();
+        assert_eq!(rv(cs.clone()), before, "no dry run wrote the CloneSet");
+        assert!(!cs.spec.update_strategy.is_some_and(|u| u.paused));
+        assert!(
+            h.pods("dry")
+                .await
+                .iter()
+                .all(|p| insitu::monitor::image(p) == "nginx:1.19.0")
         );
     });
 }
