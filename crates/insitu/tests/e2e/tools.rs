@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use insitu::rollout_cmd::{self, Object, Verb};
 use insitu::status_cmd::{self, Outcome, Screen};
-use insitu::target::ClusterArgs;
+use insitu::target::{ClusterArgs, DryRun};
 use kube::ResourceExt;
 
 use crate::Env;
@@ -14,6 +14,7 @@ use crate::util::*;
 fn verb_target(name: &str) -> Object {
     Object {
         object: vec![format!("cloneset/{name}")],
+        dry_run: DryRun::None,
         cluster: ClusterArgs::default(),
     }
 }
@@ -52,7 +53,8 @@ pub async fn tools(env: &Env, ns: &str) -> anyhow::Result<()> {
     create_cloneset(env, ns, fast_cloneset(name, 3, 1)).await?;
     let (_, before) = wait_rolled_out(env, ns, name, 3, IMAGE_V1, Duration::from_secs(60)).await?;
     let api = clonesets(env, ns);
-    let msg = insitu::set_cmd::set_image(&api, name, &[("app".into(), IMAGE_V2.into())]).await?;
+    let msg =
+        insitu::set_cmd::set_image(&api, name, &[("app".into(), IMAGE_V2.into())], DryRun::None).await?;
     ensure(msg.ends_with("image updated"), || msg.clone())?;
     let (outcome, updated, last) = watch(env, ns, name).await?;
     ensure(outcome == Outcome::Done, || {
