@@ -79,6 +79,8 @@ pub struct Context {
     pub barriers: crate::barrier::BarrierCache,
     /// Plan warnings already reported, per CloneSet UID and reason.
     pub warned: Warned,
+    /// Requeue delays after failed reconciles (Kruise's workqueue rate limiter).
+    pub rate_limiter: crate::ratelimit::RateLimiter,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,

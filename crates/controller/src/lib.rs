@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lenient;
 pub mod metrics;
 pub mod predownload;
+pub mod ratelimit;
 pub mod reconcile;
 pub mod recreate;
 pub mod run;

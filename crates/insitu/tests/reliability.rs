@@ -340,3 +340,66 @@ fn pods_to_delete_replaces_the_pod_and_trims_the_list() {
         .await;
     });
 }
+
+/// A 429 with `Retry-After: 20` on a pod create: the next round waits the 20 s the server asked for (the error
+/// requeue was a flat 1 s; Kruise's rate limiter alone would retry after 5 ms). Nothing else wakes the CloneSet
+/// meanwhile: the refused round wrote nothing.
+#[test]
+fn a_429_with_retry_after_delays_the_retry_accordingly() {
+    run(async {
+        let h = Harness::start(97).await;
+        h.create(&cloneset("throttled", 1)).await;
+        h.wait_ready("throttled", 1, None, 60).await;
+        let faults = h.cluster.apiserver.faults();
+        faults.add(Rule {
+            budget: Some(1),
+            ..Rule::always(
+                &[Verb::Create],
+                &["pods"],
+                Fault::RetryAfter {
+                    code: 429,
+                    seconds: 20,
+                },
+            )
+        });
+        h.merge_patch("throttled", json!({"spec": {"replicas": 2}})).await;
+        h.wait_for("the pod create refused with 429", 10, || async {
+            faults.injected().by_code.get(&429) == Some(&1)
+        })
+        .await;
+        let refused = tokio::time::Instant::now();
+        h.wait_for("the second pod created", 60, || async {
+            h.pods("throttled").await.len() == 2
+        })
+        .await;
+        let waited = refused.elapsed();
+        // `wait_for` polls once a virtual second: the refusal was seen up to 1 s late, the pod up to 1 s late.
+        assert!(
+            waited >= Duration::from_secs(19) && waited <= Duration::from_secs(22),
+            "second create {waited:?} after the 429 with Retry-After: 20"
+        );
+    });
+}
+
+/// Failed rounds back off exponentially per CloneSet (Kruise's rate limiter: 5 ms doubling, not a flat 1 s): a
+/// minute of refused pod creates (500, no Retry-After) is ~14 attempts, not 60; once the server recovers the
+/// CloneSet converges, and its back-off starts over.
+#[test]
+fn reconcile_errors_back_off_exponentially_and_recover() {
+    run(async {
+        let h = Harness::start(98).await;
+        let faults = h.cluster.apiserver.faults();
+        faults.add(Rule::always(&[Verb::Create], &["pods"], Fault::Status(500)));
+        h.create(&cloneset("backoff", 2)).await;
+        h.sleep(60).await;
+        let attempts = faults.injected().by_code.get(&500).copied().unwrap_or(0);
+        // 5 ms · (2^n − 1) ≤ 60 s: n ≤ 13, plus the rounds the CloneSet's own events started.
+        assert!(
+            (8..=20).contains(&attempts),
+            "{attempts} pod creates refused in 60 s"
+        );
+        faults.clear();
+        // The pending retry is at most 5 ms · 2^13 ≈ 41 s away.
+        h.wait_ready("backoff", 2, None, 120).await;
+    });
+}

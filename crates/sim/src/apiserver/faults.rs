@@ -54,6 +54,9 @@ pub enum Fault {
     Status(u16),
     /// Served after this much (virtual) time.
     Latency(Duration),
+    /// Answered with this Status code (429, 503) and `Retry-After` of `seconds` (kube-apiserver's APF and
+    /// max-in-flight filters send 1; a server under load may ask for more).
+    RetryAfter { code: u16, seconds: u64 },
 }
 
 /// One injection rule.
@@ -164,6 +167,13 @@ impl Faults {
                 }
                 Fault::Status(code) if error.is_none() => {
                     error = Some(status(*code, verb, resource));
+                    injected.statuses += 1;
+                    *injected.by_code.entry(*code).or_default() += 1;
+                }
+                Fault::RetryAfter { code, seconds } if error.is_none() => {
+                    let mut e = status(*code, verb, resource);
+                    e.details = Some(serde_json::json!({ "retryAfterSeconds": seconds }));
+                    error = Some(e);
                     injected.statuses += 1;
                     *injected.by_code.entry(*code).or_default() += 1;
                 }
