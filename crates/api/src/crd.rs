@@ -285,21 +285,72 @@ pub fn default_webhook_target() -> WebhookTarget {
 /// Path of the conversion endpoint on the webhook server.
 pub const CONVERT_PATH: &str = "/convert";
 
-/// `spec.conversion` for a target and CA bundle (base64 PEM; empty until `insitu run` patches it in).
-pub fn conversion_config(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
+/// Path of the CloneSet defaulting (mutating admission) endpoint on the webhook server.
+pub const MUTATE_PATH: &str = "/mutate-cloneset";
+
+/// Name of the MutatingWebhookConfiguration for CloneSet defaults (`deploy/webhook.yaml`).
+pub const MUTATING_CONFIG_NAME: &str = "insitu-cloneset-defaults";
+
+/// A webhook `clientConfig` reaching `path` on `target`: the Service with that path, or the URL's scheme and
+/// authority with that path (`--webhook-url` names the conversion endpoint; the other endpoints share its
+/// server). `ca_bundle_b64`: base64 PEM, absent until `insitu run` patches it in.
+pub fn client_config(target: &WebhookTarget, path: &str, ca_bundle_b64: Option<&str>) -> Value {
     let mut client = match target {
         WebhookTarget::Service {
             namespace,
             name,
             port,
         } => json!({
-            "service": { "namespace": namespace, "name": name, "path": CONVERT_PATH, "port": port }
+            "service": { "namespace": namespace, "name": name, "path": path, "port": port }
         }),
-        WebhookTarget::Url(url) => json!({ "url": url }),
+        WebhookTarget::Url(url) if path == CONVERT_PATH => json!({ "url": url }),
+        WebhookTarget::Url(url) => json!({ "url": format!("{}{path}", url_base(url)) }),
     };
     if let Some(ca) = ca_bundle_b64 {
         client["caBundle"] = json!(ca);
     }
+    client
+}
+
+/// `https://host:port` of a URL (the path cut off).
+fn url_base(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
+    }
+}
+
+/// The MutatingWebhookConfiguration sending CloneSet CREATE/UPDATE (both versions, in the version the client
+/// wrote) to [`MUTATE_PATH`], as Kruise's `mcloneset.kb.io` (failurePolicy Fail, sideEffects None): a CloneSet
+/// written while no replica answers is refused rather than stored without Kruise's defaults.
+pub fn mutating_webhook_configuration(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": { "name": MUTATING_CONFIG_NAME, "labels": { "app.kubernetes.io/name": "insitu" } },
+        "webhooks": [{
+            "name": "mcloneset.insitu.io",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config(target, MUTATE_PATH, ca_bundle_b64),
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None",
+            "timeoutSeconds": 10,
+            "rules": [{
+                "apiGroups": ["apps.kruise.io"],
+                "apiVersions": ["v1alpha1", "v1beta1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["clonesets"],
+                "scope": "Namespaced"
+            }]
+        }]
+    })
+}
+
+/// `spec.conversion` for a target and CA bundle (base64 PEM; empty until `insitu run` patches it in).
+pub fn conversion_config(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
+    let client = client_config(target, CONVERT_PATH, ca_bundle_b64);
     json!({
         "strategy": "Webhook",
         "webhook": { "conversionReviewVersions": ["v1"], "clientConfig": client }

@@ -6,6 +6,7 @@ pub mod cloneset;
 pub mod containermeta;
 pub mod conversion;
 pub mod crd;
+pub mod defaults;
 pub mod inplace;
 pub mod keys;
 pub mod quantity;

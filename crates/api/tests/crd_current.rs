@@ -62,3 +62,24 @@ fn seed_yaml_parses_and_validates() {
     assert_eq!(cs.spec.replicas, Some(3));
     assert!(insitu_api::validation::validate_create(&cs).is_empty());
 }
+
+#[test]
+fn committed_mutating_webhook_configuration_is_current() {
+    let yaml = include_str!("../../../deploy/webhook.yaml");
+    let docs: Vec<serde_json::Value> = yaml
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d).expect("deploy/webhook.yaml parses"))
+        .collect();
+    let committed = docs
+        .iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .expect("deploy/webhook.yaml has the MutatingWebhookConfiguration");
+    let generated = insitu_api::crd::mutating_webhook_configuration(&insitu_api::crd::default_webhook_target(), None);
+    assert_eq!(*committed, generated, "deploy/webhook.yaml's MutatingWebhookConfiguration is stale");
+    let url = insitu_api::crd::WebhookTarget::Url("https://127.0.0.1:9443/convert".into());
+    let out = insitu_api::crd::mutating_webhook_configuration(&url, Some("Q0E="));
+    assert_eq!(
+        out["webhooks"][0]["clientConfig"],
+        serde_json::json!({"url": "https://127.0.0.1:9443/mutate-cloneset", "caBundle": "Q0E="})
+    );
+}

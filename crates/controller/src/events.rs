@@ -54,8 +54,10 @@ impl EventSink {
             Severity::Normal => tracing::info!(cloneset = %cs.name_any(), reason, "{message}"),
             Severity::Warning => tracing::warn!(cloneset = %cs.name_any(), reason, "{message}"),
         }
+        // Kruise master's controller works on v1beta1 CloneSets (`pkg/controller/cloneset`), so its recorder's
+        // `reference.GetReference` names that version, whichever version the CloneSet was written in.
         let involved = ObjectReference {
-            api_version: Some(CloneSet::api_version(&()).into_owned()),
+            api_version: Some(insitu_api::conversion::V1BETA1.into()),
             kind: Some("CloneSet".into()),
             name: cs.metadata.name.clone(),
             namespace: Some(cs.namespace().unwrap_or_else(|| "default".into())),

@@ -1,5 +1,5 @@
-//! The CloneSet conversion webhook served by `insitu run`: HTTPS (rustls) with a self-signed CA kept in a Secret,
-//! the CA bundle patched into the CRD's conversion config, rotation before expiry, readiness once it answers.
+//! The CloneSet conversion and defaulting webhooks served by `insitu run`: HTTPS (rustls) with a self-signed CA kept in a Secret,
+//! the CA bundle patched into the CRD's conversion config and the MutatingWebhookConfiguration, rotation before expiry, readiness once it answers.
 //!
 //! Kruise does the same with its webhook controller (`pkg/webhook/util/controller`): it generates certificates
 //! into the `kruise-webhook-certs` Secret and writes the CA bundle into its webhook configurations and the CRDs'
@@ -7,6 +7,7 @@
 //! functions the embedded apiserver calls in-process).
 
 pub mod certs;
+pub mod mutate;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use insitu_api::crd::WebhookTarget;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -137,15 +139,14 @@ async fn keep(
     ready: watch::Sender<bool>,
 ) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.secret_namespace);
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
     let names = cfg.names();
     let mut patched: Option<String> = None;
     let check = (cfg.validity / 20).clamp(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         if cfg.patch_crd && patched.as_deref() != Some(bundle.ca_bundle_pem().as_str()) {
-            match patch_crd(&crds, &cfg.target, &bundle.ca_bundle_pem()).await {
+            match patch_trust(&client, &cfg.target, &bundle.ca_bundle_pem()).await {
                 Ok(()) => patched = Some(bundle.ca_bundle_pem()),
-                Err(e) => tracing::warn!(error = %e, "patching the CA bundle into the CRD; retrying"),
+                Err(e) => tracing::warn!(error = %e, "patching the CA bundle into the CRD and the webhook configuration; retrying"),
             }
         }
         let answered = server::self_check(addr, "localhost", &bundle.ca_cert).await;
@@ -168,7 +169,7 @@ async fn keep(
             Ok(b) if b != bundle => {
                 // Trust first, then serve: the CRD gets the new bundle (new + previous CA) before the swap.
                 if cfg.patch_crd {
-                    if let Err(e) = patch_crd(&crds, &cfg.target, &b.ca_bundle_pem()).await {
+                    if let Err(e) = patch_trust(&client, &cfg.target, &b.ca_bundle_pem()).await {
                         tracing::warn!(error = %e, "patching the rotated CA bundle into the CRD; retrying");
                         continue;
                     }
@@ -185,6 +186,50 @@ async fn keep(
             Err(e) => tracing::warn!(error = %e, "refreshing the webhook certificates"),
         }
     }
+}
+
+/// Points the CRD's conversion webhook and the CloneSet defaulting webhook at `target` with `ca_pem`.
+async fn patch_trust(client: &kube::Client, target: &WebhookTarget, ca_pem: &str) -> anyhow::Result<()> {
+    patch_crd(&Api::all(client.clone()), target, ca_pem).await?;
+    patch_mutating(&Api::all(client.clone()), target, ca_pem).await
+}
+
+/// Writes the CloneSet defaulting webhook configuration (`insitu_api::crd::mutating_webhook_configuration`)
+/// with `ca_pem`: a merge patch of our own configuration's `webhooks` (deploy/webhook.yaml creates it; the
+/// controller needs patch on that one name), or a create where it does not exist yet (an out-of-cluster
+/// `--webhook-url` run, whose credentials may create it), as Kruise's webhook controller keeps its
+/// `kruise-mutating-webhook-configuration` pointed at its server.
+pub async fn patch_mutating(
+    configs: &Api<MutatingWebhookConfiguration>,
+    target: &WebhookTarget,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let want = insitu_api::crd::mutating_webhook_configuration(target, Some(&ca));
+    let name = insitu_api::crd::MUTATING_CONFIG_NAME;
+    let exists = configs
+        .get_opt(name)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading MutatingWebhookConfiguration {name}: {e}"))?
+        .is_some();
+    if exists {
+        let patch = json!({ "webhooks": want["webhooks"] });
+        configs
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("patching MutatingWebhookConfiguration {name}: {e} (the controller needs get/patch on it)")
+            })?;
+    } else {
+        let obj: MutatingWebhookConfiguration = serde_json::from_value(want)?;
+        configs.create(&Default::default(), &obj).await.map_err(|e| {
+            anyhow::anyhow!(
+                "creating MutatingWebhookConfiguration {name}: {e} (kubectl apply -f deploy/webhook.yaml creates it)"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Points the CRD's conversion webhook at `target` with `ca_pem` as its CA bundle (a merge patch that also

@@ -118,7 +118,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
     if req.method() != Method::POST {
         return Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,
-            &json!({"message": "POST a ConversionReview to /convert"}),
+            &json!({"message": "POST a ConversionReview to /convert or an AdmissionReview to /mutate-cloneset"}),
         ));
     }
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
@@ -150,9 +150,14 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
             );
             out
         }
+        super::mutate::MUTATE_PATH => reply(StatusCode::OK, &super::mutate::review(&parsed)),
         _ => reply(
             StatusCode::NOT_FOUND,
-            &json!({"message": format!("no webhook at {path} (the conversion webhook is {})", insitu_api::crd::CONVERT_PATH)}),
+            &json!({"message": format!(
+                "no webhook at {path} (conversion: {}, CloneSet defaults: {})",
+                insitu_api::crd::CONVERT_PATH,
+                super::mutate::MUTATE_PATH
+            )}),
         ),
     })
 }

@@ -77,7 +77,7 @@ pub(in crate::apiserver) fn present(rt: &ResourceType, o: &Object) -> bytes::Byt
 }
 
 /// CloneSet admission in the request's version, as the CRD handler does: the version's structural schema
-/// (pruning, defaults) and validation run on the object as the client sent it; the result is stored in v1beta1
+/// (pruning, defaults), Kruise's defaulting webhook and validation run on the object as the client sent it; the result is stored in v1beta1
 /// (with v1beta1's defaults, which a real apiserver applies when it reads the object back).
 pub(super) fn admit_cloneset(
     view: &ResourceType,
@@ -88,6 +88,9 @@ pub(super) fn admit_cloneset(
     let mut v = present_value(view, obj);
     metadata_validation::cloneset_meta_types(view, &v)?;
     structural::apply(&mut v);
+    // Kruise's mutating webhook (mcloneset.kb.io; `insitu run` serves the same function at /mutate-cloneset)
+    // runs after the schema defaults and before validation, on the object in the version the client wrote.
+    v = insitu_api::defaults::admit(&v, old.map(|o| present_value(view, o.clone())).as_ref());
     let errs = match (view.version, old) {
         ("v1beta1", None) => {
             let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;

@@ -1,0 +1,109 @@
+//! Kruise's CloneSet defaults (its mutating webhook `/mutate-apps-kruise-io-cloneset`), as pure functions on JSON.
+//!
+//! Kruise (`pkg/webhook/cloneset/mutating`, `apis/apps/defaults` `SetDefaultsCloneSet[V1beta1]`, research §1.5)
+//! defaults the spec (`replicas: 1`, `revisionHistoryLimit: 10`, the update strategy) on every CREATE and UPDATE,
+//! and the pod template ([`pod::pod_spec`]) and volumeClaimTemplates on CREATE, and on UPDATE only when the
+//! template changed. The stored template therefore carries Kubernetes' scheme defaults (and
+//! `imagePullPolicy: Always`), which is what the revision hash is computed from: the same YAML gives the same
+//! ControllerRevision name under Kruise and insitu only if both default it alike.
+//!
+//! `insitu run` serves [`admit`] as a mutating webhook (a JSON patch from [`json_patch`]); the embedded cluster
+//! calls [`admit`] in-process where a real apiserver would call the webhook. Kruise's `TemplateNoDefaults`
+//! gate (off by default) is not offered.
+
+pub mod patch;
+pub mod pod;
+
+pub use patch::json_patch;
+
+use serde_json::{Map, Value, json};
+
+use crate::conversion::{V1ALPHA1, V1BETA1};
+
+/// `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` on a CloneSet of either version (by its `apiVersion`;
+/// anything else is returned unchanged). `template` says whether the template defaults are injected.
+pub fn cloneset(obj: &mut Value, template: bool) {
+    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    if version != V1ALPHA1 && version != V1BETA1 {
+        return;
+    }
+    let Some(root) = obj.as_object_mut() else { return };
+    let spec = entry_obj(root, "spec");
+    set(spec, "replicas", json!(1));
+    set(spec, "revisionHistoryLimit", json!(10));
+    if template {
+        if let Some(s) = spec
+            .get_mut("template")
+            .and_then(Value::as_object_mut)
+            .and_then(|t| t.get_mut("spec"))
+            .and_then(Value::as_object_mut)
+        {
+            pod::pod_spec(s);
+        }
+        for vct in spec
+            .get_mut("volumeClaimTemplates")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            // `SetDefaults_PersistentVolumeClaim` (not `...ClaimSpec`: Kruise does not default volumeMode).
+            set(entry_obj(vct, "status"), "phase", json!("Pending"));
+        }
+    }
+    let strategy = entry_obj(spec, "updateStrategy");
+    if version == V1ALPHA1 {
+        set(strategy, "type", json!("ReCreate"));
+        let kind = strategy.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind == "InPlaceIfPossible" || kind == "InPlaceOnly" {
+            set(strategy, "inPlaceUpdateStrategy", json!({}));
+        }
+        rolling_numbers(strategy);
+    } else {
+        set(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            let rolling = entry_obj(strategy, "rollingUpdate");
+            set(rolling, "podUpdatePolicy", json!("ReCreate"));
+            let policy = rolling.get("podUpdatePolicy").and_then(Value::as_str).unwrap_or_default();
+            if policy == "InPlaceIfPossible" || policy == "InPlaceOnly" {
+                set(rolling, "inPlaceUpdateStrategy", json!({}));
+            }
+            rolling_numbers(rolling);
+        }
+    }
+}
+
+/// `partition: 0`, `maxUnavailable: "20%"`, `maxSurge: 0`.
+fn rolling_numbers(m: &mut Map<String, Value>) {
+    set(m, "partition", json!(0));
+    set(m, "maxUnavailable", json!("20%"));
+    set(m, "maxSurge", json!(0));
+}
+
+/// The webhook's decision: `obj` defaulted as Kruise's handler does for a CREATE (`old` = None) or an UPDATE
+/// (template defaults only if `spec.template` differs from the old object's).
+pub fn admit(obj: &Value, old: Option<&Value>) -> Value {
+    let template = |v: &Value| v.pointer("/spec/template").cloned();
+    let inject = old.is_none_or(|o| template(o) != template(obj));
+    let mut out = obj.clone();
+    cloneset(&mut out, inject);
+    out
+}
+
+fn set(m: &mut Map<String, Value>, key: &str, v: Value) {
+    if m.get(key).is_none_or(Value::is_null) {
+        m.insert(key.to_string(), v);
+    }
+}
+
+/// The object at `key`, created (or replacing a null/non-object) if needed.
+fn entry_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !v.is_object() {
+        *v = json!({});
+    }
+    match v {
+        Value::Object(o) => o,
+        _ => unreachable!("just made an object"),
+    }
+}
