@@ -74,8 +74,12 @@ fn committed_mutating_webhook_configuration_is_current() {
         .iter()
         .find(|d| d["kind"] == "MutatingWebhookConfiguration")
         .expect("deploy/webhook.yaml has the MutatingWebhookConfiguration");
-    let generated = insitu_api::crd::mutating_webhook_configuration(&insitu_api::crd::default_webhook_target(), None);
-    assert_eq!(*committed, generated, "deploy/webhook.yaml's MutatingWebhookConfiguration is stale");
+    let generated =
+        insitu_api::crd::mutating_webhook_configuration(&insitu_api::crd::default_webhook_target(), None);
+    assert_eq!(
+        *committed, generated,
+        "deploy/webhook.yaml's MutatingWebhookConfiguration is stale"
+    );
     let url = insitu_api::crd::WebhookTarget::Url("https://127.0.0.1:9443/convert".into());
     let out = insitu_api::crd::mutating_webhook_configuration(&url, Some("Q0E="));
     assert_eq!(

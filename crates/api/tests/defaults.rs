@@ -18,7 +18,10 @@ fn seed_template_gets_kruises_defaults() {
     assert_eq!(spec["schedulerName"], "default-scheduler");
     assert_eq!(spec["securityContext"], json!({}));
     assert_eq!(spec["terminationGracePeriodSeconds"], 30);
-    assert!(spec.get("enableServiceLinks").is_none(), "SetDefaults_Pod is not Kruise's");
+    assert!(
+        spec.get("enableServiceLinks").is_none(),
+        "SetDefaults_Pod is not Kruise's"
+    );
     let c = &spec["containers"][0];
     // Kruise: Always for in-place update, although the tag (1.19.0) would give IfNotPresent.
     assert_eq!(c["imagePullPolicy"], "Always");
@@ -32,7 +35,10 @@ fn seed_template_gets_kruises_defaults() {
     );
     assert_eq!(c["livenessProbe"]["periodSeconds"], 5);
     assert_eq!(c["livenessProbe"]["timeoutSeconds"], 1);
-    assert_eq!(c["lifecycle"]["preStop"], json!({"exec": {"command": ["/bin/sh", "-c", "sleep 5"]}}));
+    assert_eq!(
+        c["lifecycle"]["preStop"],
+        json!({"exec": {"command": ["/bin/sh", "-c", "sleep 5"]}})
+    );
     let strategy = &out["spec"]["updateStrategy"];
     assert_eq!(
         *strategy,
@@ -54,9 +60,17 @@ fn init_containers_follow_the_tag_rule_and_ephemeral_ones_get_no_container_defau
     }}}});
     let out = defaults::admit(&cs, None);
     let spec = &out["spec"]["template"]["spec"];
-    let policies: Vec<&Value> = (0..3).map(|i| &spec["initContainers"][i]["imagePullPolicy"]).collect();
-    assert_eq!(policies, [&json!("IfNotPresent"), &json!("Always"), &json!("IfNotPresent")]);
-    assert_eq!(spec["containers"][0]["imagePullPolicy"], "Never", "a set policy is kept");
+    let policies: Vec<&Value> = (0..3)
+        .map(|i| &spec["initContainers"][i]["imagePullPolicy"])
+        .collect();
+    assert_eq!(
+        policies,
+        [&json!("IfNotPresent"), &json!("Always"), &json!("IfNotPresent")]
+    );
+    assert_eq!(
+        spec["containers"][0]["imagePullPolicy"], "Never",
+        "a set policy is kept"
+    );
     let e = &spec["ephemeralContainers"][0];
     assert!(e.get("imagePullPolicy").is_none() && e.get("terminationMessagePath").is_none());
     assert_eq!(e["ports"][0]["protocol"], "TCP");
@@ -80,10 +94,16 @@ fn volumes_and_claim_templates() {
     assert_eq!(v[3]["downwardAPI"]["defaultMode"], 420);
     assert_eq!(v[3]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"], "v1");
     assert_eq!(v[4]["projected"]["defaultMode"], 420);
-    assert_eq!(v[4]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"], 3600);
+    assert_eq!(
+        v[4]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"],
+        3600
+    );
     let vct = &out["spec"]["volumeClaimTemplates"][0];
     assert_eq!(vct["status"], json!({"phase": "Pending"}));
-    assert!(vct["spec"].get("volumeMode").is_none(), "Kruise does not call SetDefaults_PersistentVolumeClaimSpec");
+    assert!(
+        vct["spec"].get("volumeMode").is_none(),
+        "Kruise does not call SetDefaults_PersistentVolumeClaimSpec"
+    );
     assert_eq!(
         out["spec"]["updateStrategy"],
         json!({"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "ReCreate", "partition": 0,
@@ -112,7 +132,10 @@ fn an_update_defaults_the_template_only_when_it_changed() {
     same["spec"]["replicas"] = json!(5);
     let out = defaults::admit(&same, Some(&old));
     assert!(out["spec"]["template"]["spec"].get("dnsPolicy").is_none());
-    assert_eq!(out["spec"]["revisionHistoryLimit"], 10, "spec defaults on every write");
+    assert_eq!(
+        out["spec"]["revisionHistoryLimit"], 10,
+        "spec defaults on every write"
+    );
     let mut changed = old.clone();
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.20.0");
     let out = defaults::admit(&changed, Some(&old));

@@ -8,7 +8,7 @@ use insitu_api::keys::events::COMPONENT;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use crate::correlator::{Correlator, Occurrence, Write};
 use crate::error::is_status;

@@ -85,7 +85,10 @@ fn a_rollout_of_many_pods_writes_kruises_events_within_client_gos_budget() {
             assert_eq!(e.type_.as_deref(), Some("Normal"));
             assert_eq!(e.involved_object.kind.as_deref(), Some("CloneSet"));
             // Kruise master's controller records on the v1beta1 object (written here through v1alpha1).
-            assert_eq!(e.involved_object.api_version.as_deref(), Some("apps.kruise.io/v1beta1"));
+            assert_eq!(
+                e.involved_object.api_version.as_deref(),
+                Some("apps.kruise.io/v1beta1")
+            );
             assert_eq!(
                 e.source.as_ref().and_then(|s| s.component.as_deref()),
                 Some("cloneset-controller")

@@ -23,7 +23,11 @@ use crate::conversion::{V1ALPHA1, V1BETA1};
 /// `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` on a CloneSet of either version (by its `apiVersion`;
 /// anything else is returned unchanged). `template` says whether the template defaults are injected.
 pub fn cloneset(obj: &mut Value, template: bool) {
-    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if version != V1ALPHA1 && version != V1BETA1 {
         return;
     }
@@ -64,7 +68,10 @@ pub fn cloneset(obj: &mut Value, template: bool) {
         if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
             let rolling = entry_obj(strategy, "rollingUpdate");
             set(rolling, "podUpdatePolicy", json!("ReCreate"));
-            let policy = rolling.get("podUpdatePolicy").and_then(Value::as_str).unwrap_or_default();
+            let policy = rolling
+                .get("podUpdatePolicy")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if policy == "InPlaceIfPossible" || policy == "InPlaceOnly" {
                 set(rolling, "inPlaceUpdateStrategy", json!({}));
             }

@@ -41,7 +41,10 @@ fn obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<Strin
     m.get_mut(key).and_then(Value::as_object_mut)
 }
 
-fn each_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+fn each_obj<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
     m.get_mut(key)
         .and_then(Value::as_array_mut)
         .into_iter()
@@ -81,7 +84,11 @@ fn container(c: &mut Map<String, Value>, kind: Kind) {
     }
     // `SetDefaults_Container`: not called for ephemeral containers by Kruise.
     if kind != Kind::Ephemeral {
-        let image = c.get("image").and_then(Value::as_str).unwrap_or_default().to_string();
+        let image = c
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         set(c, "imagePullPolicy", json!(tag_pull_policy(&image)));
         set(c, "terminationMessagePath", json!("/dev/termination-log"));
         set(c, "terminationMessagePolicy", json!("File"));
@@ -158,7 +165,10 @@ const VOLUME_SOURCES: &[&str] = &[
 /// `""`, fieldRef `v1`, token expiry one hour).
 fn volumes(spec: &mut Map<String, Value>) {
     for v in each_obj(spec, "volumes") {
-        if !VOLUME_SOURCES.iter().any(|k| v.get(*k).is_some_and(|s| !s.is_null())) {
+        if !VOLUME_SOURCES
+            .iter()
+            .any(|k| v.get(*k).is_some_and(|s| !s.is_null()))
+        {
             v.insert("emptyDir".into(), json!({}));
         }
         if let Some(h) = obj(v, "hostPath") {

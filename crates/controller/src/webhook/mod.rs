@@ -146,7 +146,9 @@ async fn keep(
         if cfg.patch_crd && patched.as_deref() != Some(bundle.ca_bundle_pem().as_str()) {
             match patch_trust(&client, &cfg.target, &bundle.ca_bundle_pem()).await {
                 Ok(()) => patched = Some(bundle.ca_bundle_pem()),
-                Err(e) => tracing::warn!(error = %e, "patching the CA bundle into the CRD and the webhook configuration; retrying"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "patching the CA bundle into the CRD and the webhook configuration; retrying")
+                }
             }
         }
         let answered = server::self_check(addr, "localhost", &bundle.ca_cert).await;
@@ -219,7 +221,9 @@ pub async fn patch_mutating(
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| {
-                anyhow::anyhow!("patching MutatingWebhookConfiguration {name}: {e} (the controller needs get/patch on it)")
+                anyhow::anyhow!(
+                    "patching MutatingWebhookConfiguration {name}: {e} (the controller needs get/patch on it)"
+                )
             })?;
     } else {
         let obj: MutatingWebhookConfiguration = serde_json::from_value(want)?;

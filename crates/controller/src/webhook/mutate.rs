@@ -18,9 +18,7 @@ pub fn review(body: &Value) -> Value {
     let mut response = json!({ "uid": uid, "allowed": true });
     let object = request.and_then(|r| r.get("object")).filter(|o| o.is_object());
     if let Some(obj) = object {
-        let old = request
-            .and_then(|r| r.get("oldObject"))
-            .filter(|o| o.is_object());
+        let old = request.and_then(|r| r.get("oldObject")).filter(|o| o.is_object());
         let defaulted = insitu_api::defaults::admit(obj, old);
         let ops = insitu_api::defaults::json_patch(obj, &defaulted);
         if !ops.is_empty() {
@@ -53,7 +51,9 @@ mod tests {
             .unwrap();
         let ops: Vec<Value> = serde_json::from_slice(&patch).unwrap();
         assert!(ops.contains(&json!({"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Always"})));
-        assert!(ops.contains(&json!({"op": "add", "path": "/spec/template/spec/dnsPolicy", "value": "ClusterFirst"})));
+        assert!(ops.contains(
+            &json!({"op": "add", "path": "/spec/template/spec/dnsPolicy", "value": "ClusterFirst"})
+        ));
 
         // Nothing to add: no patch at all.
         let mut done = review_in.clone();
@@ -61,6 +61,9 @@ mod tests {
         done["request"]["object"] = defaulted;
         let out = review(&done);
         assert!(out["response"].get("patch").is_none());
-        assert_eq!(review(&json!({"request": {"uid": "d", "operation": "DELETE"}}))["response"]["allowed"], true);
+        assert_eq!(
+            review(&json!({"request": {"uid": "d", "operation": "DELETE"}}))["response"]["allowed"],
+            true
+        );
     }
 }
