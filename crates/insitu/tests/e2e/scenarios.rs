@@ -653,7 +653,8 @@ pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
 }
 
 /// RBAC: the controller's ServiceAccount may do what the controller needs and nothing else (no secrets but the
-/// webhook's certificate Secret; no CRD but the CloneSet one, to patch its conversion CA bundle).
+/// webhook's certificate Secret; no CRD but the CloneSet one, to patch its conversion CA bundle; no webhook
+/// configuration but insitu's defaulting one).
 pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
     let real = env.real.as_ref().context("real cluster only")?;
     let sa_client = real.sa_client().await?;
@@ -831,6 +832,23 @@ pub async fn rbac(env: &Env, _ns: &str) -> anyhow::Result<()> {
             "delete",
             "",
             "clonesets.apps.kruise.io",
+        ),
+        // The defaulting webhook's own configuration (CA bundle), no other.
+        (
+            true,
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "patch",
+            "",
+            "insitu-cloneset-defaults",
+        ),
+        (
+            false,
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "patch",
+            "",
+            "kruise-mutating-webhook-configuration",
         ),
     ];
     for (expect, group, resource, verb, ns, name) in named {
