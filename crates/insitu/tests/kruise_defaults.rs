@@ -27,7 +27,10 @@ fn the_seed_template_is_stored_defaulted_and_hashed_from_the_defaults() {
         assert_eq!(spec["schedulerName"], "default-scheduler");
         assert_eq!(spec["terminationGracePeriodSeconds"], 30);
         let c = &spec["containers"][0];
-        assert_eq!(c["imagePullPolicy"], "Always", "Kruise's in-place default, not the tag rule");
+        assert_eq!(
+            c["imagePullPolicy"], "Always",
+            "Kruise's in-place default, not the tag rule"
+        );
         assert_eq!(c["ports"][0]["protocol"], "TCP");
         assert_eq!(c["readinessProbe"]["timeoutSeconds"], 1);
         assert_eq!(c["livenessProbe"]["failureThreshold"], 3);
@@ -47,6 +50,9 @@ fn the_seed_template_is_stored_defaulted_and_hashed_from_the_defaults() {
             let pc = &p.spec.as_ref().expect("spec").containers[0];
             assert_eq!(pc.image_pull_policy.as_deref(), Some("Always"));
         }
-        assert_eq!(h.status("nginx-demo").await.update_revision.as_deref(), Some(expected.as_str()));
+        assert_eq!(
+            h.status("nginx-demo").await.update_revision.as_deref(),
+            Some(expected.as_str())
+        );
     });
 }

@@ -210,11 +210,18 @@ pub async fn patch_mutating(
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let want = insitu_api::crd::mutating_webhook_configuration(target, Some(&ca));
     let name = insitu_api::crd::MUTATING_CONFIG_NAME;
-    let exists = configs
-        .get_opt(name)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading MutatingWebhookConfiguration {name}: {e}"))?
-        .is_some();
+    let exists = match configs.get_opt(name).await {
+        Ok(found) => found.is_some(),
+        // Older RBAC (before the defaulting webhook): nothing of ours to keep trusted; conversion still works.
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                "may not read MutatingWebhookConfiguration {name}: CloneSets are not defaulted as by Kruise \
+                 (apply deploy/rbac.yaml and deploy/webhook.yaml)"
+            );
+            return Ok(());
+        }
+        Err(e) => anyhow::bail!("reading MutatingWebhookConfiguration {name}: {e}"),
+    };
     if exists {
         let patch = json!({ "webhooks": want["webhooks"] });
         configs
@@ -227,11 +234,14 @@ pub async fn patch_mutating(
             })?;
     } else {
         let obj: MutatingWebhookConfiguration = serde_json::from_value(want)?;
-        configs.create(&Default::default(), &obj).await.map_err(|e| {
-            anyhow::anyhow!(
-                "creating MutatingWebhookConfiguration {name}: {e} (kubectl apply -f deploy/webhook.yaml creates it)"
-            )
-        })?;
+        match configs.create(&Default::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 403 => tracing::warn!(
+                "MutatingWebhookConfiguration {name} does not exist and may not be created: CloneSets are not \
+                 defaulted as by Kruise (kubectl apply -f deploy/webhook.yaml creates it)"
+            ),
+            Err(e) => anyhow::bail!("creating MutatingWebhookConfiguration {name}: {e}"),
+        }
     }
     Ok(())
 }
