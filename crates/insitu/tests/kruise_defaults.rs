@@ -50,9 +50,6 @@ fn the_seed_template_is_stored_defaulted_and_hashed_from_the_defaults() {
             let pc = &p.spec.as_ref().expect("spec").containers[0];
             assert_eq!(pc.image_pull_policy.as_deref(), Some("Always"));
         }
-        assert_eq!(
-            h.status("nginx-demo").await.update_revision.as_deref(),
-            Some(expected.as_str())
-        );
+        assert_eq!(h.status("nginx-demo").await.update_revision, expected);
     });
 }
