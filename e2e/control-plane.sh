@@ -13,7 +13,7 @@
 #   etcd-data/            etcd data dir (--unsafe-no-fsync)
 #   etcd.pid apiserver.pid, etcd.log apiserver.log, env (ports, for scripts)
 #   controller-manager.{pid,log}   only with CONTROLLER_MANAGER=1
-# Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS (word-split),
+# Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS and ETCD_EXTRA_ARGS (word-split),
 #   CONTROLLER_MANAGER=1 also starts kube-controller-manager (namespace deletion, the `default` ServiceAccount,
 #   garbage collection, pvc-protection, ...: what a real cluster runs besides the apiserver),
 #   NODE_AUTHZ=1 authorizes kubelets as a real cluster does (--authorization-mode=Node,RBAC and the
@@ -155,6 +155,7 @@ start_once() {
       --kubelet-client-certificate="$wd/pki/kubelet-client.crt" --kubelet-client-key="$wd/pki/kubelet-client.key")
   fi
   rm -rf "$wd/etcd-data"
+  # shellcheck disable=SC2086 # ETCD_EXTRA_ARGS is intentionally word-split
   # setsid: own session/process group, so the caller's Ctrl-C or job control
   # does not hit them; stop is explicit via the pid files.
   setsid "$BIN_DIR/etcd" \
@@ -167,6 +168,7 @@ start_once() {
     --initial-cluster="default=http://127.0.0.1:$peer_port" \
     --unsafe-no-fsync=true \
     --log-level=warn \
+    ${ETCD_EXTRA_ARGS:-} \
     </dev/null >"$wd/etcd.log" 2>&1 &
   echo $! >"$wd/etcd.pid"
 

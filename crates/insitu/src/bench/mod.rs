@@ -1,6 +1,7 @@
 //! `insitu bench`: measured scenarios on the embedded cluster (virtual time): a large in-place rollout (default)
 //! and the seed's in-place vs recreate comparison (`seed-compare`).
 
+pub mod ceiling;
 pub mod figures;
 pub mod plot;
 pub mod report;
@@ -29,11 +30,15 @@ pub enum Scenario {
     /// The seed's comparison table: one image change rolled once InPlaceIfPossible and once ReCreate on the same
     /// embedded cluster (the seed's timings, a seeded failure model), measured side by side.
     SeedCompare(seed_compare::SeedCompareArgs),
+    /// The apiserver's own write ceiling on a real cluster: the three writes of an in-place update per pod of a
+    /// selector, from a parallel writer with no controller logic (scripts/bench-vs-kruise compares against it).
+    Ceiling(ceiling::CeilingArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> anyhow::Result<ExitCode> {
     match cmd.scenario {
         Some(Scenario::SeedCompare(args)) => seed_compare::main(args),
+        Some(Scenario::Ceiling(args)) => ceiling::main(args),
         None => rollout::main(cmd.rollout),
     }
 }
