@@ -31,6 +31,8 @@ pub struct Config {
     pub wedged_after: Duration,
     /// How long a reconcile waits for a cache to sync before it fails (and is retried).
     pub cache_sync_timeout: Duration,
+    /// How the caches fill: streaming list where served, else LIST (see `initial_list`).
+    pub initial_list: crate::initial_list::InitialList,
 }
 
 impl Default for Config {
@@ -44,6 +46,7 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(20),
             wedged_after: Duration::from_secs(300),
             cache_sync_timeout: Duration::from_secs(30),
+            initial_list: Default::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod events;
 pub mod execute;
 pub mod expectations;
 pub mod health;
+pub mod initial_list;
 pub mod leader;
 pub mod lenient;
 pub mod metrics;

@@ -39,6 +39,7 @@ where
 /// managedFields are dropped before objects are stored (they are often half the bytes).
 fn lean_cache<K>(
     api: Api<Lenient<K>>,
+    wc: watcher::Config,
     reporter: Reporter,
     health: Arc<Health>,
 ) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
@@ -54,7 +55,7 @@ where
 {
     let (store, writer) = reflector::store::<K>();
     let cache = K::plural(&()).into_owned();
-    let stream = lenient::decoded(watcher(api, watcher::Config::default().any_semantic()), reporter)
+    let stream = lenient::decoded(watcher(api, wc), reporter)
         .inspect(move |r| {
             health.set_failing(&cache, r.is_err());
             if let Ok(watcher::Event::InitDone) = r {
@@ -158,19 +159,20 @@ pub async fn run_with(
     let revisions: Api<Lenient<ControllerRevision>> = api(&client, &config.namespace);
     let pvcs: Api<Lenient<PersistentVolumeClaim>> = api(&client, &config.namespace);
 
-    let (cs_store, cs_stream) = lean_cache(clonesets, reporter.clone(), health.clone());
-    let (pod_store, pod_stream) = lean_cache(pods, reporter.clone(), health.clone());
-    let (rev_store, rev_stream) = lean_cache(revisions, reporter.clone(), health.clone());
+    let wc = crate::initial_list::config(config.initial_list, &api(&client, &config.namespace)).await;
+    let (cs_store, cs_stream) = lean_cache(clonesets, wc.clone(), reporter.clone(), health.clone());
+    let (pod_store, pod_stream) = lean_cache(pods, wc.clone(), reporter.clone(), health.clone());
+    let (rev_store, rev_stream) = lean_cache(revisions, wc.clone(), reporter.clone(), health.clone());
     // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
     // change to an owned PVC (e.g. deleted behind our back) triggers a reconcile.
-    let (pvc_store, pvc_stream) = lean_cache(pvcs, reporter.clone(), health.clone());
+    let (pvc_store, pvc_stream) = lean_cache(pvcs, wc.clone(), reporter.clone(), health.clone());
 
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
     let (node_store, node_writer) = reflector::store::<Node>();
     let node_stream = lenient::decoded(
         watcher(
             Api::<Lenient<Node>>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
+            wc.clone(),
         ),
         reporter,
     )

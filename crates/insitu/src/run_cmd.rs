@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// Lifetime of the generated certificates; they are renewed when a third of it is left.
     #[arg(long, default_value_t = 365 * 24 * 3600)]
     pub webhook_cert_validity_seconds: u64,
+    /// How the caches fill at start and after a watch expires: `stream` (a watch with sendInitialEvents: objects
+    /// one at a time, no whole-list response held in memory), `list` (one LIST from the watch cache), or `auto`
+    /// (stream where the server serves it, probed once at start).
+    #[arg(long, default_value = "auto")]
+    pub initial_list: insitu_controller::initial_list::InitialList,
     /// Do not serve the conversion webhook (then v1alpha1 requests fail on a real apiserver whose CRD stores
     /// v1beta1, unless something else converts).
     #[arg(long)]
@@ -244,6 +249,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             gates,
             workers: args.workers,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout_seconds),
+            initial_list: args.initial_list,
             ..Config::default()
         };
         let health = Arc::new(Health::new(Arc::new(SystemClock), config.wedged_after));
