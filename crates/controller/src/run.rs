@@ -170,10 +170,7 @@ pub async fn run_with(
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
     let (node_store, node_writer) = reflector::store::<Node>();
     let node_stream = lenient::decoded(
-        watcher(
-            Api::<Lenient<Node>>::all(client.clone()),
-            wc.clone(),
-        ),
+        watcher(Api::<Lenient<Node>>::all(client.clone()), wc.clone()),
         reporter,
     )
     .default_backoff()

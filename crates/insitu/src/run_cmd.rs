@@ -77,7 +77,7 @@ pub struct RunArgs {
     /// How the caches fill at start and after a watch expires: `stream` (a watch with sendInitialEvents: objects
     /// one at a time, no whole-list response held in memory), `list` (one LIST from the watch cache), or `auto`
     /// (stream where the server serves it, probed once at start).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "list")]
     pub initial_list: insitu_controller::initial_list::InitialList,
     /// Do not serve the conversion webhook (then v1alpha1 requests fail on a real apiserver whose CRD stores
     /// v1beta1, unless something else converts).
