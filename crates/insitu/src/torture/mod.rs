@@ -6,22 +6,21 @@
 //! equal to what the pods show, and no request of the controller may have been refused as invalid (422).
 
 pub mod check;
+pub mod malformed;
+pub mod replicas;
 pub mod runner;
 pub mod scenario;
 
 pub use runner::main;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use insitu_api::CloneSet;
-use insitu_controller::{Config, Metrics};
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{PatchParams, PostParams};
-use tokio::task::JoinHandle;
 
 use check::{Bounds, Checker, ready, revision, scaled};
 use scenario::{BAD_PULL, CRASHY, Scenario, Step};
@@ -80,20 +79,6 @@ fn images() -> ImageProfiles {
                 ..base
             },
         )
-}
-
-fn spawn_controller(cluster: &SimCluster) -> JoinHandle<()> {
-    let clock = Arc::new(crate::simtime::SharedClock(cluster.clock.clone()));
-    tokio::spawn(insitu_controller::run(
-        cluster.client.clone(),
-        Config {
-            shutdown_timeout: Duration::from_secs(5),
-            ..Config::default()
-        },
-        clock,
-        Arc::new(Metrics::new()),
-        std::future::pending(),
-    ))
 }
 
 /// The checker's bounds for a scenario, from its spec (not from the planner).
@@ -274,7 +259,7 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
         cluster.apiserver.faults().add(r.clone());
     }
     note(format!("scenario {}", report.description));
-    let mut controller = spawn_controller(&cluster);
+    let mut controller = replicas::Replicas::start(&cluster, s.leader_election);
     if let Err(e) = api.create(&PostParams::default(), &s.cloneset).await {
         report.violations.push(format!("create CloneSet: {e}"));
         return report;
@@ -304,10 +289,12 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
     enum Ev<'a> {
         Step(&'a Step),
         Crash(u64),
+        Malformed,
         FaultsOff,
     }
     let mut timeline: Vec<(u64, Ev)> = s.steps.iter().map(|(t, st)| (*t, Ev::Step(st))).collect();
     timeline.extend(s.crashes.iter().map(|(t, down)| (*t, Ev::Crash(*down))));
+    timeline.extend(s.malformed_at.map(|t| (t, Ev::Malformed)));
     timeline.push((s.faults_until, Ev::FaultsOff));
     timeline.sort_by_key(|(t, _)| *t);
     let mut now = 0u64;
@@ -332,14 +319,18 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
                 }
             }
             Ev::Crash(down) => {
-                note(format!("controller crash, down {down}s"));
-                controller.abort();
-                let _ = (&mut controller).await;
+                let (who, slot) = controller.kill_acting(&oracle).await;
+                note(format!("crash of {who}, down {down}s"));
                 report.crashes += 1;
                 tokio::time::sleep(Duration::from_secs(down)).await;
                 now += down;
-                controller = spawn_controller(&cluster);
-                note("controller restarted".into());
+                controller.restart(&cluster, slot);
+                note("restarted".into());
+            }
+            Ev::Malformed => {
+                for line in malformed::inject(&cluster.apiserver, seed) {
+                    note(line);
+                }
             }
             Ev::FaultsOff => {
                 cluster.apiserver.faults().clear();

@@ -74,6 +74,10 @@ pub struct Scenario {
     /// Controller crashes (virtual seconds after start) and how long each stays down.
     pub crashes: Vec<(u64, u64)>,
     pub faults_until: u64,
+    /// Two controller replicas electing a leader on a Lease; a crash kills the lease holder.
+    pub leader_election: bool,
+    /// When (virtual seconds into the timeline) objects the controller cannot decode appear.
+    pub malformed_at: Option<u64>,
 }
 
 fn int_or_percent(rng: &mut ChaCha8Rng, max_int: i32) -> IntOrString {
@@ -226,6 +230,9 @@ impl Scenario {
             json_patch::merge(&mut v, &patch);
             cloneset = serde_json::from_value(v).expect("torture CloneSet with preStop");
         }
+        // Drawn after everything else, for the same reason.
+        let leader_election = rng.random_bool(0.3);
+        let malformed_at = rng.random_bool(0.3).then(|| rng.random_range(1..=faults_until));
         Scenario {
             seed,
             cloneset,
@@ -233,6 +240,8 @@ impl Scenario {
             rules,
             crashes,
             faults_until,
+            leader_election,
+            malformed_at,
         }
     }
 
@@ -258,8 +267,10 @@ impl Scenario {
         let spec = &self.cloneset.spec;
         let us = spec.update_strategy.clone().unwrap_or_default();
         format!(
-            "replicas={} preStop={:?} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
+            "replicas={} leaderElection={} malformedAt={:?} preStop={:?} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
             spec.replicas(),
+            self.leader_election,
+            self.malformed_at,
             spec.template
                 .spec
                 .as_ref()
