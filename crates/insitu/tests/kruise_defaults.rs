@@ -7,6 +7,11 @@ mod common;
 use common::{Harness, run, seed_cloneset};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
+/// What kruise-manager (built from the Kruise snapshot 07169cf, with its mutating webhook, on kube-apiserver
+/// v1.37.2) named the seed's revision, recorded 2026-12-02 from `kubectl get controllerrevisions` after
+/// `kubectl apply -f examples/cloneset-demo.yaml`; its pods carried the same `controller-revision-hash`.
+const KRUISE_SEED_REVISION: &str = "nginx-demo-784887bdd7";
+
 /// The revision name Kruise's `NewRevision` gives `template` for a CloneSet named `name` (collision count 0).
 fn revision_name(name: &str, template: &serde_json::Value) -> String {
     let tpl: PodTemplateSpec = serde_json::from_value(template.clone()).expect("template");
@@ -44,6 +49,10 @@ fn the_seed_template_is_stored_defaulted_and_hashed_from_the_defaults() {
         let expected = revision_name("nginx-demo", &defaulted["spec"]["template"]);
         let undefaulted = revision_name("nginx-demo", &written["spec"]["template"]);
         assert_ne!(expected, undefaulted, "the defaults change the revision");
+        assert_eq!(
+            expected, KRUISE_SEED_REVISION,
+            "the hash Kruise gives the same YAML"
+        );
         for p in h.pods("nginx-demo").await {
             let labels = p.metadata.labels.clone().unwrap_or_default();
             assert_eq!(labels.get("controller-revision-hash"), Some(&expected));
