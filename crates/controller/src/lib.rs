@@ -24,6 +24,7 @@ pub mod reconcile;
 pub mod recreate;
 pub mod run;
 pub mod snapshot;
+pub mod stored;
 pub mod webhook;
 
 pub use clock::{Clock, SystemClock};

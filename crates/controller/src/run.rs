@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use insitu_api::CloneSet;
 use insitu_core::PackedPod;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -18,6 +18,7 @@ use crate::expectations::Expectations;
 use crate::health::Health;
 use crate::lenient::{self, Lenient, Placeholder, Reporter};
 use crate::reconcile::{error_policy, reconcile};
+use crate::stored::StoredCloneSet;
 use crate::{Clock, Config, Context, Metrics};
 
 fn api<K>(client: &kube::Client, ns: &Option<String>) -> Api<K>
@@ -53,9 +54,44 @@ where
         + Sync
         + 'static,
 {
+    lean_cache_as(api, wc, |k| k, reporter, health)
+}
+
+/// The watcher's events of `S` as events of `K`.
+fn map_event<S, K>(ev: watcher::Event<S>, into: impl Fn(S) -> K) -> watcher::Event<K> {
+    match ev {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::InitApply(s) => watcher::Event::InitApply(into(s)),
+        watcher::Event::Apply(s) => watcher::Event::Apply(into(s)),
+        watcher::Event::Delete(s) => watcher::Event::Delete(into(s)),
+    }
+}
+
+/// `lean_cache` of objects watched as `S` and stored as `K` (CloneSets: watched at the storage version,
+/// stored as v1alpha1, see `stored`).
+fn lean_cache_as<S, K>(
+    api: Api<Lenient<S>>,
+    wc: watcher::Config,
+    into: fn(S) -> K,
+    reporter: Reporter,
+    health: Arc<Health>,
+) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
+where
+    S: Resource<DynamicType = ()>
+        + Placeholder
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
     let (store, writer) = reflector::store::<K>();
     let cache = K::plural(&()).into_owned();
     let stream = lenient::decoded(watcher(api, wc), reporter)
+        .map_ok(move |ev| map_event(ev, into))
         .inspect(move |r| {
             health.set_failing(&cache, r.is_err());
             if let Ok(watcher::Event::InitDone) = r {
@@ -153,14 +189,23 @@ pub async fn run_with(
     };
     let events = EventSink::new(client.clone(), clock.clone(), metrics.clone(), config.events);
     let reporter = Reporter::new(metrics.clone(), events.clone());
-    let clonesets: Api<Lenient<CloneSet>> = api(&client, &config.namespace);
     // Pods are cached packed (`PackedPod`): what a plan reads of every pod is in its summary and metadata.
     let pods: Api<Lenient<PackedPod>> = api(&client, &config.namespace);
     let revisions: Api<Lenient<ControllerRevision>> = api(&client, &config.namespace);
     let pvcs: Api<Lenient<PersistentVolumeClaim>> = api(&client, &config.namespace);
 
     let wc = crate::initial_list::config(config.initial_list, &api(&client, &config.namespace)).await;
-    let (cs_store, cs_stream) = lean_cache(clonesets, wc.clone(), reporter.clone(), health.clone());
+    // Kruise: the server's v1beta1 resources, read once at start (CloneSet watch and status, ImagePullJobs).
+    let v1beta1 = crate::discovery::kruise_v1beta1(&client).await;
+    let (cs_store, cs_stream) = if crate::discovery::served(&v1beta1, "clonesets", None).is_some() {
+        let api: Api<Lenient<StoredCloneSet>> = api(&client, &config.namespace);
+        let (store, stream) = lean_cache_as(api, wc.clone(), |s| s.0, reporter.clone(), health.clone());
+        (store, stream.boxed())
+    } else {
+        let api: Api<Lenient<CloneSet>> = api(&client, &config.namespace);
+        let (store, stream) = lean_cache(api, wc.clone(), reporter.clone(), health.clone());
+        (store, stream.boxed())
+    };
     let (pod_store, pod_stream) = lean_cache(pods, wc.clone(), reporter.clone(), health.clone());
     let (rev_store, rev_stream) = lean_cache(revisions, wc.clone(), reporter.clone(), health.clone());
     // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
@@ -186,7 +231,6 @@ pub async fn run_with(
     let resize_subresource = resize_subresource(&client).await;
     // Kruise: pre-download only with its gates on and the ImagePullJob kind served (discovered once at start).
     let gates = &config.gates;
-    let v1beta1 = crate::discovery::kruise_v1beta1(&client).await;
     let ipj_resource = if gates.pre_download_image_for_in_place_update && gates.kruise_daemon {
         crate::discovery::served(&v1beta1, "imagepulljobs", None)
     } else {
