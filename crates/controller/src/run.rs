@@ -35,6 +35,31 @@ where
     }
 }
 
+/// What a lenient watch decodes: a cluster object with a placeholder for items that fail to decode.
+trait Watched:
+    Resource<DynamicType = ()>
+    + Placeholder
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Watched for T where
+    T: Resource<DynamicType = ()>
+        + Placeholder
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// A reflector cache of `api` and the stream of objects it touched (for `owns_stream`). Each item decoded
 /// on its own (`lenient`): an undecodable object is reported and left out, the rest syncs. Lean:
 /// managedFields are dropped before objects are stored (they are often half the bytes).
@@ -45,14 +70,7 @@ fn lean_cache<K>(
     health: Arc<Health>,
 ) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
 where
-    K: Resource<DynamicType = ()>
-        + Placeholder
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     lean_cache_as(api, wc, |k| k, reporter, health)
 }
@@ -78,14 +96,7 @@ fn lean_cache_as<S, K>(
     health: Arc<Health>,
 ) -> (Store<K>, impl futures::Stream<Item = Result<K, watcher::Error>>)
 where
-    S: Resource<DynamicType = ()>
-        + Placeholder
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    S: Watched,
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store::<K>();

@@ -22,39 +22,41 @@ impl ApiServer {
     }
 
     pub(super) fn scale_put(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
-        let view = req.rt;
-        let rt = storage_rt(view);
         let body = patch::parse_body(&req.body, true)?;
-        let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
-            let Some(cur) = cur else {
-                return Err(ApiError::not_found(rt, name));
-            };
-            let old = cur.value();
-            check_rv(rt, name, &body, &old)?;
-            let replicas = scale_replicas(name, &body)?;
-            let mut new = old.clone();
-            set_replicas(&mut new, replicas);
-            self.finish_update(Target { rt, view, ns, name }, Mode::Main, new, &old, None)
-        })?;
-        let obj = written.object().map(Object::value).unwrap_or(Value::Null);
-        Ok(value_response(StatusCode::OK, &scale_of(&obj)))
+        self.scale_write(req, ns, name, |_| Ok(body))
     }
 
     pub(super) fn scale_patch(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
-        let view = req.rt;
-        let rt = storage_rt(view);
+        let smp = storage_rt(req.rt).smp;
         let kind = PatchKind::from_content_type(req.content_type())
-            .ok_or_else(|| ApiError::unsupported_media(&patch::accepted(rt.smp)))?;
-        if kind == PatchKind::Strategic && !rt.smp {
+            .ok_or_else(|| ApiError::unsupported_media(&patch::accepted(smp)))?;
+        if kind == PatchKind::Strategic && !smp {
             return Err(ApiError::unsupported_media(&patch::accepted(false)));
         }
+        self.scale_write(req, ns, name, |old| {
+            let mut scale = scale_of(old);
+            patch::apply(kind, &mut scale, &req.body)?;
+            Ok(scale)
+        })
+    }
+
+    /// The tail both scale writes share: the requested Scale (from the stored object) checked against the
+    /// stored resourceVersion, its replicas written into the object, the Scale view of the result returned.
+    fn scale_write(
+        &self,
+        req: &ApiRequest,
+        ns: &str,
+        name: &str,
+        requested: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Response> {
+        let view = req.rt;
+        let rt = storage_rt(view);
         let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(rt, name));
             };
             let old = cur.value();
-            let mut scale = scale_of(&old);
-            patch::apply(kind, &mut scale, &req.body)?;
+            let scale = requested(&old)?;
             check_rv(rt, name, &scale, &old)?;
             let replicas = scale_replicas(name, &scale)?;
             let mut new = old.clone();

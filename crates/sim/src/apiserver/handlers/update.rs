@@ -54,26 +54,23 @@ impl ApiServer {
                 }
                 return Err(ApiError::not_found(rt, name));
             };
-            let old = cur.value();
-            check_rv(rt, name, &body, &old)?;
             let target = Target {
                 rt,
                 view: req.rt,
                 ns,
                 name,
             };
-            let w = self.finish_update(target, mode, body, &old, node.as_ref())?;
-            if let Write::Put(v) = &w {
-                limits::check_object(v, cur.bytes.len() + req.body.len())?;
-            }
-            Ok(w)
+            let old = cur.value();
+            self.checked_update(
+                target,
+                mode,
+                body,
+                &old,
+                node.as_ref(),
+                cur.bytes.len() + req.body.len(),
+            )
         })?;
-        let code = if create {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        };
-        written_response(req.rt, code, &written)
+        written_response(req.rt, created_or_ok(create), &written)
     }
 
     pub(super) fn patch(
@@ -115,24 +112,36 @@ impl ApiServer {
             patch::apply(kind, &mut new, &req.body)?;
             fv.check(view, &new, Source::Patch)?;
             let new = stored_form(view, new);
-            check_rv(rt, name, &new, &old)?;
-            let w = self.finish_update(Target { rt, view, ns, name }, mode, new, &old, node.as_ref())?;
-            if let Write::Put(v) = &w {
-                let copies = if kind == PatchKind::Json {
-                    limits::JSON_PATCH_MAX_COPY_BYTES
-                } else {
-                    0
-                };
-                limits::check_object(v, cur.bytes.len() + req.body.len() + copies)?;
-            }
-            Ok(w)
+            // A JSON patch's copy ops may grow the object beyond the request's own bytes.
+            let copies = if kind == PatchKind::Json {
+                limits::JSON_PATCH_MAX_COPY_BYTES
+            } else {
+                0
+            };
+            let target = Target { rt, view, ns, name };
+            let bound = cur.bytes.len() + req.body.len() + copies;
+            self.checked_update(target, mode, new, &old, node.as_ref(), bound)
         })?;
-        let code = if create {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        };
-        written_response(view, code, &written)
+        written_response(view, created_or_ok(create), &written)
+    }
+
+    /// The tail PUT and PATCH share: the precondition on resourceVersion, the update strategy, then the
+    /// object size limit (`size_bound`: the stored bytes plus what the request could add).
+    fn checked_update(
+        &self,
+        target: Target<'_>,
+        mode: Mode,
+        new: Value,
+        old: &Value,
+        node: Option<&ResizeNode>,
+        size_bound: usize,
+    ) -> ApiResult<Write> {
+        check_rv(target.rt, target.name, &new, old)?;
+        let w = self.finish_update(target, mode, new, old, node)?;
+        if let Write::Put(v) = &w {
+            limits::check_object(v, size_bound)?;
+        }
+        Ok(w)
     }
 
     /// The update strategy shared by PUT and PATCH: server-managed metadata, status/spec split,
@@ -341,5 +350,14 @@ impl ApiServer {
             return Err(ApiError::namespace_not_found(ns));
         }
         Ok(())
+    }
+}
+
+/// 201 when a PUT or an apply patch created the object, else 200.
+fn created_or_ok(create: bool) -> StatusCode {
+    if create {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     }
 }
