@@ -144,6 +144,12 @@ async fn keep(
     let check = (cfg.validity / 20).clamp(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         if cfg.patch_crd && patched.as_deref() != Some(bundle.ca_bundle_pem().as_str()) {
+            // A restart (or a second replica) finds the trust in place already: nothing is written.
+            if trust_current(&client, &cfg.target, &bundle.ca_bundle_pem()).await {
+                patched = Some(bundle.ca_bundle_pem());
+            }
+        }
+        if cfg.patch_crd && patched.as_deref() != Some(bundle.ca_bundle_pem().as_str()) {
             match patch_trust(&client, &cfg.target, &bundle.ca_bundle_pem()).await {
                 Ok(()) => patched = Some(bundle.ca_bundle_pem()),
                 Err(e) => {
@@ -176,6 +182,9 @@ async fn keep(
                         continue;
                     }
                     patched = Some(b.ca_bundle_pem());
+                    // The apiserver reloads the CRD's conversion client and the webhook configuration from
+                    // its informers: serving the new certificate before it did would fail conversions.
+                    tokio::time::sleep(TRUST_SETTLE).await;
                 }
                 if let Err(e) = resolver.set(&b) {
                     tracing::warn!(error = %e, "loading the rotated webhook certificate");
@@ -188,6 +197,62 @@ async fn keep(
             Err(e) => tracing::warn!(error = %e, "refreshing the webhook certificates"),
         }
     }
+}
+
+/// Time between writing a rotated CA bundle and serving the certificate it signs (see `keep`).
+const TRUST_SETTLE: Duration = Duration::from_secs(2);
+
+/// Whether the CRD's conversion and our defaulting webhook already name `target` with `ca_pem` (then a
+/// restart patches nothing). Any read error counts as not current (the patch then says why).
+async fn trust_current(client: &kube::Client, target: &WebhookTarget, ca_pem: &str) -> bool {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let Ok(crd) = crds.get(CRD_NAME).await else {
+        return false;
+    };
+    let want = insitu_api::crd::conversion_config(target, Some(&ca));
+    let have = serde_json::to_value(&crd).unwrap_or_default();
+    if !client_config_matches(
+        have.pointer("/spec/conversion/webhook/clientConfig"),
+        &want["webhook"]["clientConfig"],
+    ) {
+        return false;
+    }
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    match configs.get_opt(insitu_api::crd::MUTATING_CONFIG_NAME).await {
+        Ok(Some(c)) => {
+            let have = serde_json::to_value(&c).unwrap_or_default();
+            let want = insitu_api::crd::mutating_webhook_configuration(target, Some(&ca));
+            client_config_matches(
+                have.pointer("/webhooks/0/clientConfig"),
+                &want["webhooks"][0]["clientConfig"],
+            )
+        }
+        // Nothing of ours to keep trusted (older RBAC or not created yet): `patch_mutating` decides.
+        _ => false,
+    }
+}
+
+/// A stored `clientConfig` equals the wanted one in URL or Service (namespace, name, path, port 443 by
+/// default) and CA bundle.
+fn client_config_matches(have: Option<&serde_json::Value>, want: &serde_json::Value) -> bool {
+    let Some(have) = have else {
+        return false;
+    };
+    let svc = |v: &serde_json::Value| {
+        v.get("service").map(|s| {
+            (
+                s.get("namespace").cloned(),
+                s.get("name").cloned(),
+                s.get("path").cloned(),
+                s.get("port").and_then(serde_json::Value::as_i64).unwrap_or(443),
+            )
+        })
+    };
+    have.get("url") == want.get("url")
+        && svc(have) == svc(want)
+        && have.get("caBundle") == want.get("caBundle")
 }
 
 /// Points the CRD's conversion webhook and the CloneSet defaulting webhook at `target` with `ca_pem`.
@@ -296,5 +361,30 @@ mod tests {
                 .contains(&"insitu-webhook.insitu-system.svc".to_string())
         );
         assert_eq!(svc.renew_before(), Duration::from_secs(1200));
+    }
+
+    #[test]
+    fn a_stored_client_config_matches_only_with_the_same_target_and_ca() {
+        let url = WebhookTarget::Url("https://127.0.0.1:9443/convert".into());
+        let want = insitu_api::crd::conversion_config(&url, Some("Q0E="));
+        let want = &want["webhook"]["clientConfig"];
+        let stored = json!({"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="});
+        assert!(client_config_matches(Some(&stored), want));
+        let other_ca = json!({"url": "https://127.0.0.1:9443/convert", "caBundle": "T0xE"});
+        assert!(!client_config_matches(Some(&other_ca), want));
+        assert!(!client_config_matches(None, want));
+        // The apiserver defaults a Service's port to 443.
+        let svc = insitu_api::crd::default_webhook_target();
+        let want = insitu_api::crd::conversion_config(&svc, Some("Q0E="));
+        let stored = json!({"service": {"namespace": "insitu-system", "name": "insitu-webhook", "path": "/convert"},
+                            "caBundle": "Q0E="});
+        assert!(client_config_matches(
+            Some(&stored),
+            &want["webhook"]["clientConfig"]
+        ));
+        assert!(!client_config_matches(
+            Some(&stored),
+            &insitu_api::crd::conversion_config(&url, Some("Q0E="))["webhook"]["clientConfig"]
+        ));
     }
 }
