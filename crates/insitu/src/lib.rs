@@ -1,6 +1,7 @@
 //! The `insitu` command's building blocks: the demo, the monitor table, the real-cluster runner, sim time.
 #![forbid(unsafe_code)]
 
+pub mod adopt;
 pub mod bench;
 pub mod demo;
 pub mod explain_cmd;

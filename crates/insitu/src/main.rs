@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use insitu::{
-    bench, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
+    adopt, bench, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
     torture, up_cmd,
 };
 
@@ -57,6 +57,9 @@ enum Command {
     Set(set_cmd::SetArgs),
     /// Manage a CloneSet's rollout: pause, resume, undo, history, restart (as kubectl-kruise).
     Rollout(rollout_cmd::RolloutArgs),
+    /// Take the CloneSets over from a stopped kruise-manager without touching a pod: Kruise's CloneSet webhooks
+    /// removed, insitu's CRD (conversion by insitu's webhook), storage version migrated where needed.
+    Adopt(adopt::AdoptArgs),
 }
 
 /// Installed as `kubectl-insitu`, the binary is a kubectl plugin: `kubectl insitu status ...` runs it with
@@ -117,6 +120,10 @@ fn main() -> ExitCode {
         Command::Rollout(args) => {
             init_tracing("warn");
             rollout_cmd::main(args)
+        }
+        Command::Adopt(args) => {
+            init_tracing("warn");
+            adopt::main(args)
         }
         Command::Plan(args) => plan_cmd::run(&args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
         Command::Explain(args) => explain_cmd::main(args).map(|c| ExitCode::from(c.clamp(0, 255) as u8)),
