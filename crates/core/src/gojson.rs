@@ -95,9 +95,12 @@ fn write_string(s: &str, out: &mut String) {
 }
 
 /// Rewrites a serde-serialised `PodTemplateSpec` into what Go's typed structs would marshal: drops the
-/// zero values that Go fields tagged `omitempty` leave out (k8s-openapi keeps `Some("")`, `Some(vec![])`, …)
-/// and adds what Go always writes (`creationTimestamp: null`, `resources: {}` of every container).
+/// zero values that Go fields tagged `omitempty` leave out (k8s-openapi keeps `Some("")`, `Some(vec![])`, …),
+/// adds what Go always writes (`creationTimestamp: null`, `resources: {}` of every container) and writes
+/// resource quantities in Go's canonical form (`0.5` → `500m`: `resource.Quantity` marshals its value, not
+/// the text it was parsed from).
 pub fn normalize_pod_template(v: &mut Value) {
+    canonical_quantities(v, "");
     let Value::Object(tpl) = v else { return };
     normalize_object(tpl, "");
     let meta = tpl.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
@@ -133,6 +136,34 @@ pub fn normalize_pod_template(v: &mut Value) {
                 }
             }
         }
+    }
+}
+
+/// Every `resource.Quantity` of a pod template: the values of `limits`/`requests` (containers, pod-level
+/// `resources`, ephemeral volume claims), `overhead`, and `sizeLimit` / `divisor` (emptyDir, resourceFieldRef).
+fn canonical_quantities(v: &mut Value, key: &str) {
+    match v {
+        // Maps with the user's keys: a label named `divisor` is no quantity.
+        Value::Object(_)
+            if matches!(
+                key,
+                "labels" | "annotations" | "nodeSelector" | "volumeAttributes"
+            ) => {}
+        Value::Object(m) => {
+            let quantities = matches!(key, "limits" | "requests" | "overhead");
+            for (k, x) in m.iter_mut() {
+                match x {
+                    Value::String(q) if quantities || k == "sizeLimit" || k == "divisor" => {
+                        if let Some(c) = insitu_api::quantity::canonical(q) {
+                            *q = c;
+                        }
+                    }
+                    _ => canonical_quantities(x, k),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| canonical_quantities(x, key)),
+        _ => {}
     }
 }
 
@@ -242,6 +273,28 @@ mod tests {
             marshal(&v),
             r#"{"a":[1,2.5,3],"b":"a \u0026\u0026 b \u003cc\u003e","c":"\u0001\b"}"#
         );
+    }
+
+    #[test]
+    fn quantities_are_written_as_go_marshals_them() {
+        let mut v = json!({"spec": {"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m"}},
+            "env": [{"name": "L", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1000m"}}}]}],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "0.5Gi"}}],
+            "overhead": {"cpu": "0.25"}}});
+        normalize_pod_template(&mut v);
+        let c = &v["spec"]["containers"][0];
+        assert_eq!(
+            c["resources"],
+            json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1"}})
+        );
+        assert_eq!(c["env"][0]["valueFrom"]["resourceFieldRef"]["divisor"], "1");
+        assert_eq!(
+            c["env"][0]["valueFrom"]["resourceFieldRef"]["resource"], "limits.cpu",
+            "not a quantity"
+        );
+        assert_eq!(v["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "512Mi");
+        assert_eq!(v["spec"]["overhead"]["cpu"], "250m");
     }
 
     #[test]
