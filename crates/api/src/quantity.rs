@@ -187,6 +187,39 @@ pub fn canonical(s: &str) -> Option<String> {
     Some(format!("{mantissa}{suffix}"))
 }
 
+/// Writes every quantity in `v` (a pod template, a volumeClaimTemplate, ...) in Go's canonical form.
+pub fn canonicalize_in(v: &mut Value) {
+    canonical_quantities(v, "");
+}
+
+/// Every `resource.Quantity` of a pod template: the values of `limits`/`requests` (containers, pod-level
+/// `resources`, ephemeral volume claims), `overhead`, and `sizeLimit` / `divisor` (emptyDir, resourceFieldRef).
+fn canonical_quantities(v: &mut Value, key: &str) {
+    match v {
+        // Maps with the user's keys: a label named `divisor` is no quantity.
+        Value::Object(_)
+            if matches!(
+                key,
+                "labels" | "annotations" | "nodeSelector" | "volumeAttributes"
+            ) => {}
+        Value::Object(m) => {
+            let quantities = matches!(key, "limits" | "requests" | "overhead");
+            for (k, x) in m.iter_mut() {
+                match x {
+                    Value::String(q) if quantities || k == "sizeLimit" || k == "divisor" => {
+                        if let Some(c) = canonical(q) {
+                            *q = c;
+                        }
+                    }
+                    _ => canonical_quantities(x, k),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| canonical_quantities(x, key)),
+        _ => {}
+    }
+}
+
 pub fn quantity(v: &Value) -> Option<i128> {
     match v {
         Value::String(s) => parse_quantity(s),

@@ -183,3 +183,23 @@ fn json_patch_turns_the_request_into_the_defaulted_object() {
         ]
     );
 }
+
+#[test]
+fn quantities_come_back_canonical_as_from_kruises_go_marshalled_patch() {
+    let mut cs = seed();
+    cs["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m"}});
+    cs["spec"]["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "0.5Gi"}}}}]);
+    let old = defaults::admit(&seed(), None);
+    // On an UPDATE too (Kruise re-marshals the whole object, whatever changed).
+    let out = defaults::admit(&cs, Some(&old));
+    assert_eq!(
+        out["spec"]["template"]["spec"]["containers"][0]["resources"],
+        json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1"}})
+    );
+    assert_eq!(
+        out["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+        "512Mi"
+    );
+}

@@ -100,7 +100,7 @@ fn write_string(s: &str, out: &mut String) {
 /// resource quantities in Go's canonical form (`0.5` → `500m`: `resource.Quantity` marshals its value, not
 /// the text it was parsed from).
 pub fn normalize_pod_template(v: &mut Value) {
-    canonical_quantities(v, "");
+    insitu_api::quantity::canonicalize_in(v);
     let Value::Object(tpl) = v else { return };
     normalize_object(tpl, "");
     let meta = tpl.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
@@ -136,34 +136,6 @@ pub fn normalize_pod_template(v: &mut Value) {
                 }
             }
         }
-    }
-}
-
-/// Every `resource.Quantity` of a pod template: the values of `limits`/`requests` (containers, pod-level
-/// `resources`, ephemeral volume claims), `overhead`, and `sizeLimit` / `divisor` (emptyDir, resourceFieldRef).
-fn canonical_quantities(v: &mut Value, key: &str) {
-    match v {
-        // Maps with the user's keys: a label named `divisor` is no quantity.
-        Value::Object(_)
-            if matches!(
-                key,
-                "labels" | "annotations" | "nodeSelector" | "volumeAttributes"
-            ) => {}
-        Value::Object(m) => {
-            let quantities = matches!(key, "limits" | "requests" | "overhead");
-            for (k, x) in m.iter_mut() {
-                match x {
-                    Value::String(q) if quantities || k == "sizeLimit" || k == "divisor" => {
-                        if let Some(c) = insitu_api::quantity::canonical(q) {
-                            *q = c;
-                        }
-                    }
-                    _ => canonical_quantities(x, k),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| canonical_quantities(x, key)),
-        _ => {}
     }
 }
 

@@ -55,6 +55,13 @@ pub fn cloneset(obj: &mut Value, template: bool) {
             set(entry_obj(vct, "status"), "phase", json!("Pending"));
         }
     }
+    // Kruise answers with a patch from the request to its Go-marshalled object: every quantity of the
+    // template and the claim templates comes back canonical (`0.5` → `500m`), on every CREATE and UPDATE.
+    for key in ["template", "volumeClaimTemplates"] {
+        if let Some(v) = spec.get_mut(key) {
+            crate::quantity::canonicalize_in(v);
+        }
+    }
     let strategy = entry_obj(spec, "updateStrategy");
     if version == V1ALPHA1 {
         set(strategy, "type", json!("ReCreate"));
