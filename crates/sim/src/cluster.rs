@@ -1,4 +1,4 @@
-//! Cluster wiring: starts the apiserver, scheduler, kubelets, volume binder and GC on one clock.
+//! Cluster wiring: starts the apiserver, scheduler, kubelets, node lifecycle, volume binder and GC on one clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +8,8 @@ use tokio::task::JoinHandle;
 use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::clock::{Clock, SimClock};
 use crate::gc::{self, GcConfig};
-use crate::kubelet::{self, ImageProfiles, KubeletConfig, NodeCapacity};
+use crate::kubelet::{self, ImageProfiles, KubeletConfig, LostNodes, NodeCapacity};
+use crate::nodelifecycle;
 use crate::scheduler::{self, SchedulerConfig};
 use crate::volumes;
 
@@ -85,6 +86,8 @@ pub struct SimCluster {
     pub client: kube::Client,
     /// The cluster clock.
     pub clock: Arc<SimClock>,
+    /// Node loss: nodes in this set stop talking to the apiserver until restored.
+    pub lost: LostNodes,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -102,12 +105,20 @@ impl SimCluster {
         );
         let client = apiserver.client();
         let kcfg = config.kubelet();
+        let lost = kcfg.lost.clone();
         kubelet::register(&client, dyn_clock.as_ref(), &kcfg).await?;
         let mut tasks = vec![tokio::spawn(kubelet::serve(
             client.clone(),
             dyn_clock.clone(),
             kcfg,
         ))];
+        // Node health needs heartbeats: without them (huge sims) every node would look lost.
+        if config.heartbeat.is_some() {
+            tasks.push(tokio::spawn(nodelifecycle::run(
+                apiserver.oracle_client(),
+                dyn_clock.clone(),
+            )));
+        }
         if config.scheduler {
             let scfg = SchedulerConfig {
                 events: config.events,
@@ -133,6 +144,7 @@ impl SimCluster {
             apiserver,
             client,
             clock,
+            lost,
             tasks,
         })
     }

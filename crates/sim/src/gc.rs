@@ -448,6 +448,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: GcConfig) {
     let mut retry: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
+            biased;
             next = events.next() => match next {
                 None => return,
                 Some((_, Err(e))) => tracing::debug!(error = %e, "gc watch error"),

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod cluster;
 pub mod gc;
 pub mod kubelet;
+pub mod nodelifecycle;
 pub mod scheduler;
 pub mod store;
 pub mod volumes;

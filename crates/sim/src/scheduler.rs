@@ -563,6 +563,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
     loop {
         let retry_sleep = s.clock.sleep(Duration::from_secs(1));
         let changed = tokio::select! {
+            biased;
             ev = nodes.next() => match ev {
                 Some(Ok(ev)) => {
                     match ev {

@@ -77,6 +77,7 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>) {
     let mut retry: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
+            biased;
             next = events.next() => match next {
                 None => return,
                 Some(Err(e)) => tracing::debug!(error = %e, "volume binder watch error"),

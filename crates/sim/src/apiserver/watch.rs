@@ -119,6 +119,7 @@ fn stream_response(state: WatchState, content_type: &'static str) -> Response {
             let rx = st.rx.as_mut()?;
             let received = match st.deadline.as_mut() {
                 Some(deadline) => tokio::select! {
+                    biased;
                     _ = deadline => return None,
                     r = rx.recv() => r,
                 },

@@ -1,6 +1,6 @@
 //! The kubelet agent loop: one pod watch for all nodes, one timer queue, bounded concurrent status writes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::KubeletConfig;
 use super::events::{EventSink, Regarding};
@@ -87,6 +87,12 @@ pub(super) struct Agent {
     relist: Option<HashSet<String>>,
     /// What the kubelet's ConfigMap manager sees (env `configMapKeyRef`).
     config_maps: ConfigMaps,
+    /// Lost nodes (by index): their pods' events wait in `parked`, their status is not written.
+    lost: HashSet<usize>,
+    lost_rx: watch::Receiver<BTreeSet<String>>,
+    /// The latest watch event of each pod on a lost node, delivered when the node is back (as the kubelet's
+    /// relist after a partition shows it the latest state, not the history).
+    parked: BTreeMap<String, watcher::Event<Pod>>,
     _tasks: tokio::task::JoinSet<()>,
 }
 
@@ -157,6 +163,7 @@ impl Agent {
             sink
         });
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let lost_rx = config.lost.subscribe();
         Self {
             sem: Arc::new(Semaphore::new(config.max_inflight_writes.max(1))),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
@@ -173,6 +180,9 @@ impl Agent {
             events,
             relist: None,
             config_maps: ConfigMaps::default(),
+            lost: HashSet::new(),
+            lost_rx,
+            parked: BTreeMap::new(),
             _tasks: tasks,
         }
     }
@@ -190,12 +200,14 @@ impl Agent {
         let mut cm_stream = watcher(cm_api, watcher::Config::default())
             .default_backoff()
             .boxed();
+        self.on_lost_changed();
         loop {
             let next_timer = self.timers.keys().next().map(|(t, _)| *t);
             let sleep = next_timer.map(|t| self.clock.sleep(super::runtime::since(t, self.clock.now())));
             tokio::select! {
                 biased;
                 Some(done) = self.done_rx.recv() => self.on_done(done),
+                Ok(()) = self.lost_rx.changed() => self.on_lost_changed(),
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => self.on_watch(ev),
                     Some(Err(e)) => tracing::debug!(error = %e, "kubelet pod watch error"),
@@ -214,20 +226,37 @@ impl Agent {
     }
 
     fn on_watch(&mut self, ev: watcher::Event<Pod>) {
-        match ev {
-            watcher::Event::Init => self.relist = Some(HashSet::new()),
+        let ev = match ev {
             watcher::Event::InitApply(p) => {
                 if let Some(seen) = &mut self.relist {
                     seen.insert(key_of(&p));
                 }
-                self.on_apply(p);
+                watcher::Event::Apply(p)
             }
+            ev => ev,
+        };
+        if let watcher::Event::Apply(p) | watcher::Event::Delete(p) = &ev
+            && self.lost_node_of(p)
+        {
+            self.parked.insert(key_of(p), ev);
+            return;
+        }
+        match ev {
+            watcher::Event::Init => self.relist = Some(HashSet::new()),
+            watcher::Event::InitApply(p) => self.on_apply(p),
             watcher::Event::InitDone => {
                 if let Some(seen) = self.relist.take() {
-                    let gone: Vec<String> =
+                    let mut gone: Vec<String> =
                         self.pods.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                    gone.sort_unstable();
                     for k in gone {
-                        self.remove(&k);
+                        match self.pods.get(&k) {
+                            Some(e) if self.lost.contains(&e.node) => {
+                                let ev = watcher::Event::Delete(e.pod.clone());
+                                self.parked.insert(k, ev);
+                            }
+                            _ => self.remove(&k),
+                        }
                     }
                 }
             }
@@ -242,6 +271,49 @@ impl Agent {
                     self.remove(&key);
                 }
             }
+        }
+    }
+
+    /// Whether `pod` runs (or is bound to, or was known on) a lost node.
+    fn lost_node_of(&self, pod: &Pod) -> bool {
+        if self.lost.is_empty() {
+            return false;
+        }
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| self.node_index.get(n));
+        let known = self.pods.get(&key_of(pod)).map(|e| &e.node);
+        bound.or(known).is_some_and(|n| self.lost.contains(n))
+    }
+
+    /// Applies a change of the lost set: a node back gets its parked events, then a status sync of every pod.
+    fn on_lost_changed(&mut self) {
+        let names = self.lost_rx.borrow_and_update().clone();
+        let now_lost: HashSet<usize> = names
+            .iter()
+            .filter_map(|n| self.node_index.get(n).copied())
+            .collect();
+        let back: Vec<usize> = self.lost.difference(&now_lost).copied().collect();
+        self.lost = now_lost;
+        if back.is_empty() {
+            return;
+        }
+        let parked = std::mem::take(&mut self.parked);
+        for (_, ev) in parked {
+            self.on_watch(ev);
+        }
+        // Sorted: the order of the writes must not depend on HashMap iteration (a run replays from its seed).
+        let mut keys: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, e)| back.contains(&e.node))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort_unstable();
+        for key in keys {
+            self.sync(&key);
         }
     }
 
@@ -267,12 +339,13 @@ impl Agent {
         }
         let now = self.clock.now();
         let config = self.config.clone();
-        let keys: Vec<String> = self
+        let mut keys: Vec<String> = self
             .pods
             .iter()
             .filter(|(_, e)| e.pod.metadata.namespace.as_deref() == Some(ns.as_str()) && !e.frozen)
             .map(|(k, _)| k.clone())
             .collect();
+        keys.sort_unstable();
         for key in keys {
             let mut events = Vec::new();
             let Some(e) = self.pods.get_mut(&key) else {
@@ -522,6 +595,10 @@ impl Agent {
     /// Writes status if the generated status differs from the pod's; finishes deletion of terminal pods.
     fn sync(&mut self, key: &str) {
         let Some(e) = self.pods.get(key) else { return };
+        if self.lost.contains(&e.node) {
+            // Cut off: nothing reaches the apiserver; the node's return syncs every pod.
+            return;
+        }
         if e.writing {
             if let Some(e) = self.pods.get_mut(key) {
                 e.dirty = true;

@@ -4,6 +4,7 @@ mod agent;
 pub mod events;
 pub mod image;
 pub mod ipam;
+pub mod lost;
 pub mod node;
 pub mod resize;
 pub mod runtime;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use kube::Client;
 
 pub use image::{ImageFailure, ImageProfile, ImageProfiles, StartModel, image_id, normalize_image};
+pub use lost::LostNodes;
 pub use node::{LEASE_NAMESPACE, SIM_NODE_LABEL};
 
 use crate::Clock;
@@ -70,6 +72,8 @@ pub struct KubeletConfig {
     /// changed during an in-place update and report `apps.kruise.io/runtime-containers-meta` (for pods
     /// with such env; see `runtime::PodRt::restart_stale_env`).
     pub kruise_daemon: bool,
+    /// Nodes cut off from the apiserver (node loss); empty unless a test or `insitu torture` loses one.
+    pub lost: LostNodes,
 }
 
 impl Default for KubeletConfig {
@@ -87,6 +91,7 @@ impl Default for KubeletConfig {
             kubelet_version: "v1.35.0".into(),
             max_inflight_writes: 64,
             kruise_daemon: true,
+            lost: LostNodes::default(),
         }
     }
 }

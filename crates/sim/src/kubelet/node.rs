@@ -294,14 +294,22 @@ async fn renew_lease(
     }
 }
 
+/// The kubelet's attempts per heartbeat (`maxUpdateRetries` of its lease controller, `nodeStatusUpdateRetry`
+/// of its status updater): one refused request does not make a node miss a beat.
+const HEARTBEAT_TRIES: usize = 5;
+
 /// Renews every node's lease each `heartbeat`, and re-posts node status (`lastHeartbeatTime`) each
-/// `node_status_interval`, like the kubelet's `nodeStatusReportFrequency`. Runs forever.
+/// `node_status_interval`, like the kubelet's `nodeStatusReportFrequency`. A lost node (`config.lost`) sends
+/// nothing; when it is back it posts its status at its next beat (the kubelet's Ready differs from the
+/// `Unknown` the node lifecycle controller wrote, which makes the kubelet post at once). Runs forever.
 pub async fn heartbeat_loop(client: Client, clock: Arc<dyn Clock>, config: Arc<KubeletConfig>) {
     let Some(interval) = config.heartbeat else { return };
     let ids = identities(&config);
     let nodes: Api<Node> = Api::all(client.clone());
     let mut leases: HashMap<String, Lease> = HashMap::new();
     let mut since_status = std::time::Duration::ZERO;
+    // Nodes that owe a status post (back from a loss, or their last post failed).
+    let mut owe_status: std::collections::BTreeSet<String> = Default::default();
     loop {
         clock.sleep(interval).await;
         since_status += interval;
@@ -310,31 +318,57 @@ pub async fn heartbeat_loop(client: Client, clock: Arc<dyn Clock>, config: Arc<K
             since_status = std::time::Duration::ZERO;
         }
         for id in &ids {
-            let now = clock.now();
-            let cached = leases.remove(&id.name);
-            let uid = cached
-                .as_ref()
-                .and_then(|l| l.metadata.owner_references.as_ref())
-                .and_then(|o| o.first())
-                .map(|o| o.uid.clone())
-                .unwrap_or_default();
-            match renew_lease(&client, &id.name, &uid, now, cached).await {
-                Ok(l) => {
-                    leases.insert(id.name.clone(), l);
-                }
-                Err(e) => tracing::debug!(node = %id.name, error = %e, "lease renewal failed"),
+            if config.lost.is_lost(&id.name) {
+                owe_status.insert(id.name.clone());
+                continue;
             }
-            if post_status {
-                let result = async {
-                    let mut node = nodes.get(&id.name).await?;
-                    node.status = Some(node_status(id, &config, now, node.status.as_ref()));
-                    nodes
-                        .replace_status(&id.name, &PostParams::default(), &node)
-                        .await
+            let now = clock.now();
+            for _ in 0..HEARTBEAT_TRIES {
+                let cached = leases.remove(&id.name);
+                let uid = cached
+                    .as_ref()
+                    .and_then(|l| l.metadata.owner_references.as_ref())
+                    .and_then(|o| o.first())
+                    .map(|o| o.uid.clone())
+                    .unwrap_or_default();
+                match renew_lease(&client, &id.name, &uid, now, cached).await {
+                    Ok(l) => {
+                        leases.insert(id.name.clone(), l);
+                        break;
+                    }
+                    Err(e) => tracing::debug!(node = %id.name, error = %e, "lease renewal failed"),
                 }
-                .await;
-                if let Err(e) = result {
-                    tracing::debug!(node = %id.name, error = %e, "node status heartbeat failed");
+            }
+            if post_status || owe_status.contains(&id.name) {
+                let mut posted = false;
+                for _ in 0..HEARTBEAT_TRIES {
+                    let result = async {
+                        let mut node = nodes.get(&id.name).await?;
+                        node.status = Some(node_status(id, &config, now, node.status.as_ref()));
+                        nodes
+                            .replace_status(&id.name, &PostParams::default(), &node)
+                            .await
+                    }
+                    .await;
+                    match result {
+                        Ok(_) => {
+                            posted = true;
+                            break;
+                        }
+                        // A deleted Node stays deleted (the kubelet would re-register on restart only).
+                        Err(e) if is_not_found(&e) => {
+                            posted = true;
+                            break;
+                        }
+                        Err(e) => {
+                            tracing::debug!(node = %id.name, error = %e, "node status heartbeat failed")
+                        }
+                    }
+                }
+                if posted {
+                    owe_status.remove(&id.name);
+                } else {
+                    owe_status.insert(id.name.clone());
                 }
             }
         }
