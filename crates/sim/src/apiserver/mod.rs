@@ -15,6 +15,7 @@ mod fieldvalidation;
 mod handlers;
 mod limits;
 mod metadata_validation;
+pub mod network;
 mod openapi;
 mod patch;
 mod pod_streams;
@@ -42,6 +43,7 @@ use serde_json::{Value, json};
 use crate::Clock;
 use crate::store::{Store, StoreConfig};
 pub use errors::ApiError;
+pub use network::{AcceptedWrite, Partition};
 use resources::{RESOURCES, ResourceType};
 
 /// Request and object counters, for benchmarks and tests.
@@ -147,6 +149,7 @@ struct Inner {
     rng: Mutex<ChaCha8Rng>,
     counters: Mutex<Counters>,
     faults: faults::Faults,
+    network: network::Network,
 }
 
 /// The simulated apiserver. Cheap to clone (shared state).
@@ -181,6 +184,7 @@ impl ApiServer {
                 rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
                 counters: Mutex::new(Counters::default()),
                 faults: faults::Faults::new(config.seed),
+                network: network::Network::default(),
             }),
         };
         server.bootstrap();
@@ -505,6 +509,12 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
         return e.into_response();
     }
     let oracle = request.headers.contains_key(ORACLE_HEADER);
+    let named = request
+        .headers
+        .get(network::CLIENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let (namespace, name) = (request.ns.clone(), request.name.clone());
     let resp = server.handle(request);
     if resp.status().as_u16() >= 400 {
         server.counters().errors += 1;
@@ -514,6 +524,17 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
         tracing::debug!(?verb, "request refused as invalid (422)");
     }
     if let Some((verb, res)) = verb {
+        if let Some(client) = named
+            && resp.status().as_u16() < 400
+        {
+            server.inner.network.record(AcceptedWrite {
+                client,
+                verb: verb.to_string(),
+                resource: res.clone(),
+                namespace,
+                name,
+            });
+        }
         server.count_write(verb, res);
     }
     resp
