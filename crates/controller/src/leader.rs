@@ -3,9 +3,14 @@
 //! The elector GETs the Lease every `retry_period` and acquires or renews it with a resourceVersion-guarded PUT
 //! (create when absent). Another holder's lease counts as expired when its record has not changed for
 //! `lease_duration` *as observed locally* (no trust in remote clocks, like client-go). A leader that cannot renew
-//! for `renew_deadline` steps down. Leadership is published on a [`watch`] channel; once lost it is never
-//! regained by the same elector (the process is expected to exit and restart as a standby).
+//! for `renew_deadline` steps down, and no round outlives that deadline (client-go runs its renewals under a
+//! `RenewDeadline` context): a leader cut off from the apiserver, its requests hanging, stops leading before the
+//! standby's `lease_duration` runs out, so two replicas never act at once. Leadership is published on a
+//! [`watch`] channel; once lost it is never regained by the same elector (the process is expected to exit and
+//! restart as a standby). Timestamps written (`acquireTime`, `renewTime`) come from the injected [`Clock`], so a
+//! simulated run writes the same Lease every time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -16,6 +21,8 @@ use kube::api::PostParams;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::clock::{Clock, SystemClock};
 
 /// Where and how to elect.
 #[derive(Clone, Debug)]
@@ -56,21 +63,32 @@ pub struct LeaderElector {
     task: JoinHandle<()>,
     api: Api<Lease>,
     config: LeaderElectionConfig,
+    clock: Arc<dyn Clock>,
 }
 
 impl LeaderElector {
-    /// Starts electing in the background.
+    /// Starts electing in the background, stamping the Lease with the wall clock.
     pub fn spawn(client: kube::Client, config: LeaderElectionConfig) -> Self {
+        Self::spawn_with_clock(client, config, Arc::new(SystemClock))
+    }
+
+    /// As [`LeaderElector::spawn`], with the Lease's timestamps from `clock`.
+    pub fn spawn_with_clock(
+        client: kube::Client,
+        config: LeaderElectionConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let (tx, rx) = watch::channel(false);
         let (ok_tx, ok_rx) = watch::channel(true);
-        let task = tokio::spawn(elect(api.clone(), config.clone(), tx, ok_tx));
+        let task = tokio::spawn(elect(api.clone(), config.clone(), clock.clone(), tx, ok_tx));
         Self {
             rx,
             ok_rx,
             task,
             api,
             config,
+            clock,
         }
     }
 
@@ -97,7 +115,7 @@ impl LeaderElector {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.renew_time = Some(MicroTime(self.clock.now()));
         match self
             .api
             .replace(&self.config.name, &PostParams::default(), &lease)
@@ -124,26 +142,45 @@ struct Observed {
 async fn elect(
     api: Api<Lease>,
     config: LeaderElectionConfig,
+    clock: Arc<dyn Clock>,
     tx: watch::Sender<bool>,
     ok_tx: watch::Sender<bool>,
 ) {
     let mut observed: Option<Observed> = None;
+    // When the last successful renewal *started*: the standby cannot have seen the lease change before then, so
+    // its `lease_duration` ends after this + `renew_deadline`, the latest a leader steps down.
     let mut last_renew: Option<Instant> = None;
     loop {
-        let round = try_acquire_or_renew(&api, &config, &mut observed).await;
+        let started = Instant::now();
+        let leading = *tx.borrow();
+        let attempt = try_acquire_or_renew(&api, &config, clock.now(), &mut observed);
+        let round = if leading {
+            let left = last_renew.map_or(Duration::ZERO, |t| {
+                config.renew_deadline.saturating_sub(t.elapsed())
+            });
+            tokio::time::timeout(left, attempt).await.ok()
+        } else {
+            Some(attempt.await)
+        };
+        let Some(round) = round else {
+            ok_tx.send_replace(false);
+            tracing::error!(identity = %config.identity, "leader lease renewal did not finish before the renew deadline");
+            tx.send_replace(false);
+            return;
+        };
         ok_tx.send_if_modified(|ok| {
             let now_ok = round.is_ok() || round.as_ref().is_err_and(is_conflict);
             std::mem::replace(ok, now_ok) != now_ok
         });
         match round {
             Ok(true) => {
-                last_renew = Some(Instant::now());
-                if !*tx.borrow() {
+                last_renew = Some(started);
+                if !leading {
                     tracing::info!(identity = %config.identity, lease = %config.name, "became leader");
                     tx.send_replace(true);
                 }
             }
-            Ok(false) if *tx.borrow() => {
+            Ok(false) if leading => {
                 tracing::error!(identity = %config.identity, "leader lease taken by another replica");
                 tx.send_replace(false);
                 return;
@@ -155,11 +192,26 @@ async fn elect(
                 } else {
                     tracing::warn!(error = %e, lease = %config.name, "leader election request failed");
                 }
-                if *tx.borrow() && last_renew.is_none_or(|t| t.elapsed() >= config.renew_deadline) {
+                if leading && last_renew.is_none_or(|t| t.elapsed() >= config.renew_deadline) {
                     tracing::error!(identity = %config.identity, "could not renew the leader lease in time");
                     tx.send_replace(false);
                     return;
                 }
+            }
+        }
+        if leading {
+            // Sleep no later than the deadline: a leader that would wake past it has already lost.
+            let left = last_renew.map_or(Duration::ZERO, |t| {
+                config.renew_deadline.saturating_sub(t.elapsed())
+            });
+            if left <= config.retry_period {
+                tokio::time::sleep(left).await;
+                if last_renew.is_none_or(|t| t.elapsed() >= config.renew_deadline) {
+                    tracing::error!(identity = %config.identity, "could not renew the leader lease in time");
+                    tx.send_replace(false);
+                    return;
+                }
+                continue;
             }
         }
         tokio::time::sleep(config.retry_period).await;
@@ -175,9 +227,10 @@ fn is_conflict(e: &kube::Error) -> bool {
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaderElectionConfig,
+    now: Timestamp,
     observed: &mut Option<Observed>,
 ) -> Result<bool, kube::Error> {
-    let now = MicroTime(Timestamp::now());
+    let now = MicroTime(now);
     let duration_secs = i32::try_from(config.lease_duration.as_secs())
         .unwrap_or(i32::MAX)
         .max(1);

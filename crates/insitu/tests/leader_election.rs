@@ -79,3 +79,58 @@ async fn one_leader_failover_and_release() {
     assert!(released.elapsed() <= Duration::from_secs(3));
     assert_eq!(holder(&client).await.as_deref(), Some("c"));
 }
+
+/// A leader cut off from the apiserver while it keeps running (its requests hang, or are refused) steps down
+/// within the renew deadline, before the standby may take over; once healed, nothing it sent is accepted.
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_leader_steps_down_before_the_standby_takes_over() {
+    use insitu_sim::apiserver::Partition;
+    for how in [Partition::Hang, Partition::Refused] {
+        let clock = insitu_sim::SimClock::new(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap(),
+            1.0,
+        );
+        let apiserver = ApiServer::new(clock);
+        let oracle = apiserver.oracle_client();
+        let namespaces: Api<Namespace> = Api::all(oracle.clone());
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "insitu-system"}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+        let a = LeaderElector::spawn(apiserver.client_as("a"), config("a"));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let b = LeaderElector::spawn(apiserver.client_as("b"), config("b"));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(*a.subscribe().borrow(), "{how:?}: a leads");
+
+        apiserver.partition("a", how);
+        let cut = tokio::time::Instant::now();
+        let mut a_leads = a.subscribe();
+        tokio::time::timeout(Duration::from_secs(11), a_leads.wait_for(|l| !*l))
+            .await
+            .unwrap_or_else(|_| panic!("{how:?}: a still leads 11 s into the partition"))
+            .expect("elector alive");
+        let stepped_down = cut.elapsed();
+        let mut b_leads = b.subscribe();
+        tokio::time::timeout(Duration::from_secs(20), b_leads.wait_for(|l| *l))
+            .await
+            .expect("b takes over")
+            .expect("elector alive");
+        let took_over = cut.elapsed();
+        assert!(
+            stepped_down < took_over,
+            "{how:?}: a stepped down after {stepped_down:?}, b took over after {took_over:?}"
+        );
+        assert_eq!(holder(&oracle).await.as_deref(), Some("b"));
+        // Healed: whatever a still had in flight is not accepted (its elector stopped; a stale renew is a 409).
+        apiserver.heal("a");
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        let writes = apiserver.accepted_writes();
+        let last_a = writes.iter().rposition(|w| w.client == "a");
+        let first_b = writes.iter().position(|w| w.client == "b");
+        assert!(last_a < first_b, "{how:?}: {writes:?}");
+        assert_eq!(holder(&oracle).await.as_deref(), Some("b"));
+    }
+}
