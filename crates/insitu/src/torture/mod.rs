@@ -1,7 +1,8 @@
 //! `insitu torture`: seeded fault injection on the embedded cluster, on virtual time, with an invariant checker.
 //!
 //! Per seed: a random CloneSet and changes to it (`scenario`), API faults injected by the sim apiserver (latency,
-//! 409, 429, 500, 410 on watches) and controller crashes with restarts (all in-memory state lost), while
+//! 409, 429, 500, 410 on watches), controller crashes with restarts (all in-memory state lost) and node loss (a
+//! kubelet cut off; the sim's node lifecycle controller marks, taints and evicts as KCM does), while
 //! `check` asserts Kruise's bounds at every pod event; once faults stop, the CloneSet must converge with a status
 //! equal to what the pods show, and no request of the controller may have been refused as invalid (422).
 
@@ -16,6 +17,7 @@ pub use runner::main;
 use std::time::Duration;
 
 use insitu_api::CloneSet;
+use insitu_sim::apiserver::Partition;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
 use k8s_openapi::jiff::Timestamp;
@@ -23,7 +25,7 @@ use kube::Api;
 use kube::api::{PatchParams, PostParams};
 
 use check::{Bounds, Checker, ready, revision, scaled};
-use scenario::{BAD_PULL, CRASHY, Scenario, Step};
+use scenario::{BAD_PULL, CRASHY, NODES, Scenario, Step};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TortureArgs {
@@ -56,6 +58,14 @@ pub struct SeedReport {
     /// Injected Status answers by HTTP code.
     pub by_code: std::collections::BTreeMap<u16, u64>,
     pub crashes: u64,
+    /// Nodes lost (0 or 1).
+    pub node_losses: u64,
+    /// Pods evicted from a lost node (taint manager, PodGC), as the checker saw them.
+    pub evictions: u64,
+    /// Lease holders partitioned from the apiserver.
+    pub partitions: u64,
+    /// FNV-1a of the whole trace and its line count (same seed, same run: same digest).
+    pub trace_digest: (u64, u64),
     pub events: u64,
     pub virtual_secs: f64,
     pub violations: Vec<String>,
@@ -235,7 +245,7 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
     let clock = insitu_sim::SimClock::new(Timestamp::from_second(1_764_000_000).unwrap_or_default(), 1.0);
     let cluster = match SimCluster::start(
         SimConfig {
-            nodes: 3,
+            nodes: NODES,
             seed,
             images: images(),
             events: false,
@@ -290,11 +300,24 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
         Step(&'a Step),
         Crash(u64),
         Malformed,
+        NodeLost(usize),
+        NodeEnd(usize, bool),
+        Partition(bool),
+        Heal,
         FaultsOff,
     }
     let mut timeline: Vec<(u64, Ev)> = s.steps.iter().map(|(t, st)| (*t, Ev::Step(st))).collect();
     timeline.extend(s.crashes.iter().map(|(t, down)| (*t, Ev::Crash(*down))));
     timeline.extend(s.malformed_at.map(|t| (t, Ev::Malformed)));
+    if let Some(l) = &s.node_loss {
+        timeline.push((l.at, Ev::NodeLost(l.node)));
+        timeline.push((l.at + l.secs, Ev::NodeEnd(l.node, l.returns)));
+    }
+    if let Some(p) = &s.partition {
+        timeline.push((p.at, Ev::Partition(p.hang)));
+        timeline.push((p.at + p.secs, Ev::Heal));
+    }
+    let mut partitioned: Option<String> = None;
     timeline.push((s.faults_until, Ev::FaultsOff));
     timeline.sort_by_key(|(t, _)| *t);
     let mut now = 0u64;
@@ -332,6 +355,39 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
                     note(line);
                 }
             }
+            Ev::NodeLost(i) => {
+                cluster.lost.lose(&node_name(i));
+                report.node_losses += 1;
+                note(format!("node {} lost (kubelet cut off)", node_name(i)));
+            }
+            Ev::NodeEnd(i, true) => {
+                cluster.lost.restore(&node_name(i));
+                note(format!("node {} back", node_name(i)));
+            }
+            Ev::NodeEnd(i, false) => {
+                let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(oracle.clone());
+                match nodes.delete(&node_name(i), &Default::default()).await {
+                    Ok(_) => note(format!("node {} never returns: Node deleted", node_name(i))),
+                    Err(e) => checker.violate(format!("deleting Node {}: {e}", node_name(i))),
+                }
+            }
+            Ev::Partition(hang) => {
+                let how = if hang { Partition::Hang } else { Partition::Refused };
+                partitioned = controller.partition_holder(&cluster, &oracle, how).await;
+                match &partitioned {
+                    Some(name) => {
+                        report.partitions += 1;
+                        note(format!("lease holder {name} partitioned ({how:?})"));
+                    }
+                    None => note("no lease holder to partition".into()),
+                }
+            }
+            Ev::Heal => {
+                if let Some(name) = partitioned.take() {
+                    cluster.apiserver.heal(&name);
+                    note(format!("{name} partition healed"));
+                }
+            }
             Ev::FaultsOff => {
                 cluster.apiserver.faults().clear();
                 note("faults off".into());
@@ -343,6 +399,12 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
             "no convergence within {bound}s after faults stopped: {e}"
         ));
     }
+    for v in replicas::leadership_violations(&cluster.apiserver.accepted_writes())
+        .into_iter()
+        .take(3)
+    {
+        checker.violate(v);
+    }
     let stats = cluster.apiserver.stats();
     if stats.invalid > 0 {
         checker.violate(format!(
@@ -351,18 +413,30 @@ pub async fn run_seed(seed: u64, max_pods: i32, live_trace: bool) -> SeedReport 
         ));
     }
     let injected = cluster.apiserver.faults().injected();
-    report.faults = injected.statuses + injected.latencies + report.crashes;
+    report.faults =
+        injected.statuses + injected.latencies + report.crashes + report.node_losses + report.partitions;
     report.by_code = injected.by_code;
     report.events = checker.events();
+    report.evictions = checker.evictions();
     report.virtual_secs = checker.elapsed();
     report.violations = checker.violations();
     report.trace = checker.trace();
+    report.trace_digest = checker.digest();
     controller.abort();
     report
 }
 
+fn node_name(i: usize) -> String {
+    format!("{}{i}", insitu_sim::kubelet::KubeletConfig::default().node_prefix)
+}
+
 /// Runs one seed on its own runtime (virtual time).
+///
+/// What the sim does not draw from the seed it must not leave to chance: kube-runtime's watcher back-off jitter
+/// (backon) forks this thread's fastrand generator, so that is seeded first; the runtime is current-thread
+/// (no work stealing) and the sim's `select!`s are biased.
 pub fn run_one(seed: u64, max_pods: i32, live_trace: bool) -> anyhow::Result<SeedReport> {
+    fastrand::seed(seed ^ 0x0b4c_c0ff);
     let rt = crate::simtime::runtime()?;
     Ok(rt.block_on(run_seed(seed, max_pods, live_trace)))
 }

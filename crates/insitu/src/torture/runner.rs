@@ -14,6 +14,9 @@ pub struct Totals {
     /// Injected Status answers by HTTP code, over all seeds.
     pub by_code: std::collections::BTreeMap<u16, u64>,
     pub crashes: u64,
+    pub node_losses: u64,
+    pub evictions: u64,
+    pub partitions: u64,
     pub events: u64,
     pub failed: Vec<u64>,
 }
@@ -57,6 +60,9 @@ pub fn run_seeds(
             totals.seeds += 1;
             totals.faults += r.faults;
             totals.crashes += r.crashes;
+            totals.node_losses += r.node_losses;
+            totals.evictions += r.evictions;
+            totals.partitions += r.partitions;
             for (code, n) in &r.by_code {
                 *totals.by_code.entry(*code).or_default() += n;
             }
@@ -112,10 +118,13 @@ pub fn main(args: TortureArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     println!(
-        "torture: {} seed(s), {} fault(s) injected ({} controller crashes, statuses by code {:?}), {} pod events checked, {} violating seed(s) in {:.1}s",
+        "torture: {} seed(s), {} fault(s) injected ({} controller crashes, {} nodes lost, {} pods evicted, {} lease holders partitioned, statuses by code {:?}), {} pod events checked, {} violating seed(s) in {:.1}s",
         totals.seeds,
         totals.faults,
         totals.crashes,
+        totals.node_losses,
+        totals.evictions,
+        totals.partitions,
         totals.by_code,
         totals.events,
         totals.failed.len(),

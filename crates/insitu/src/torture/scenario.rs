@@ -1,5 +1,5 @@
 //! One seed's scenario: a random CloneSet, the changes made to it, and the faults injected, all drawn from the
-//! seed (same seed, same scenario): slow preStop hooks among them.
+//! seed (same seed, same scenario): slow preStop hooks and node loss among them.
 
 use std::time::Duration;
 
@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 pub const GOOD_IMAGES: [&str; 4] = ["nginx:1.19.0", "nginx:1.20.0", "nginx:1.21.0", "nginx:1.22.0"];
 pub const BAD_PULL: &str = "torture/no-such-image:1";
 pub const CRASHY: &str = "torture/crashy:1";
+/// Simulated nodes per seed.
+pub const NODES: usize = 3;
 
 /// A change to the CloneSet at some virtual time.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +64,31 @@ impl Step {
     }
 }
 
+/// A node whose kubelet stops talking to the apiserver (crashed machine, partition).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeLoss {
+    /// Virtual seconds into the timeline.
+    pub at: u64,
+    /// Which simulated node (`sim-node-<index>`).
+    pub node: usize,
+    /// How long it stays lost: under the 50 s node-monitor grace period (nothing happens), past it (NotReady,
+    /// pods NotReady), or past the 300 s default tolerations too (pods evicted, replaced elsewhere).
+    pub secs: u64,
+    /// Whether it comes back; if not, its Node is deleted at the end (as the cloud's node controller does for a
+    /// vanished instance) and PodGC removes its pods.
+    pub returns: bool,
+}
+
+/// The lease holder cut off from the apiserver while it keeps running (leader election seeds only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HolderPartition {
+    pub at: u64,
+    /// Shorter than the 10 s renew deadline: the holder keeps the lease; longer: the standby takes over.
+    pub secs: u64,
+    /// Requests hang (delivered if it heals within 30 s) rather than being refused.
+    pub hang: bool,
+}
+
 /// Everything one seed does.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -78,6 +105,8 @@ pub struct Scenario {
     pub leader_election: bool,
     /// When (virtual seconds into the timeline) objects the controller cannot decode appear.
     pub malformed_at: Option<u64>,
+    pub node_loss: Option<NodeLoss>,
+    pub partition: Option<HolderPartition>,
 }
 
 fn int_or_percent(rng: &mut ChaCha8Rng, max_int: i32) -> IntOrString {
@@ -233,6 +262,21 @@ impl Scenario {
         // Drawn after everything else, for the same reason.
         let leader_election = rng.random_bool(0.3);
         let malformed_at = rng.random_bool(0.3).then(|| rng.random_range(1..=faults_until));
+        let node_loss = rng.random_bool(0.4).then(|| NodeLoss {
+            at: rng.random_range(1..=faults_until),
+            node: rng.random_range(0..NODES),
+            secs: match rng.random_range(0..10) {
+                0..3 => rng.random_range(5..=45),
+                3..7 => rng.random_range(60..=250),
+                _ => rng.random_range(360..=420),
+            },
+            returns: rng.random_bool(0.75),
+        });
+        let partition = (leader_election && rng.random_bool(0.5)).then(|| HolderPartition {
+            at: rng.random_range(1..=faults_until),
+            secs: rng.random_range(3..=60),
+            hang: rng.random_bool(0.5),
+        });
         Scenario {
             seed,
             cloneset,
@@ -242,6 +286,8 @@ impl Scenario {
             faults_until,
             leader_election,
             malformed_at,
+            node_loss,
+            partition,
         }
     }
 
@@ -267,10 +313,12 @@ impl Scenario {
         let spec = &self.cloneset.spec;
         let us = spec.update_strategy.clone().unwrap_or_default();
         format!(
-            "replicas={} leaderElection={} malformedAt={:?} preStop={:?} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
+            "replicas={} leaderElection={} malformedAt={:?} nodeLoss={:?} partition={:?} preStop={:?} maxUnavailable={:?} maxSurge={:?} partition={:?} grace={:?} steps={:?} faults={:?} crashes={:?} faultsUntil={}s",
             spec.replicas(),
             self.leader_election,
             self.malformed_at,
+            self.node_loss,
+            self.partition,
             spec.template
                 .spec
                 .as_ref()
