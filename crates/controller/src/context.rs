@@ -33,6 +33,10 @@ pub struct Config {
     pub cache_sync_timeout: Duration,
     /// How the caches fill: streaming list where served, else LIST (see `initial_list`).
     pub initial_list: crate::initial_list::InitialList,
+    /// Plan on the blocking pool (default) so a large plan does not hold up watches and writes; `false` plans on
+    /// the reconcile's own task, which a simulated run needs to replay from its seed (a blocking-pool thread
+    /// finishes at a real-time instant, so where its result lands among the runtime's other tasks varies).
+    pub plan_on_blocking_pool: bool,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             wedged_after: Duration::from_secs(300),
             cache_sync_timeout: Duration::from_secs(30),
             initial_list: Default::default(),
+            plan_on_blocking_pool: true,
         }
     }
 }

@@ -123,7 +123,7 @@ async fn reconcile_round(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action,
     // Snapshot and plan are CPU-bound (milliseconds at 10k pods): run them on the blocking pool so watches, writes
     // and other reconciles keep moving meanwhile. (On tokio's paused test clock a blocking task holds time still.)
     let (plan_ctx, plan_cs) = (ctx.clone(), cs.clone());
-    let plan = tokio::task::spawn_blocking(move || {
+    let planning = move || {
         let snap = snapshot::build(&plan_ctx, plan_cs);
         let started = Instant::now();
         let plan = insitu_core::plan(&snap);
@@ -132,9 +132,14 @@ async fn reconcile_round(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action,
             .plan_duration
             .observe(started.elapsed().as_secs_f64());
         plan
-    })
-    .await
-    .map_err(|e| Error::Invalid(format!("planning task failed: {e}")))?;
+    };
+    let plan = if ctx.config.plan_on_blocking_pool {
+        tokio::task::spawn_blocking(planning)
+            .await
+            .map_err(|e| Error::Invalid(format!("planning task failed: {e}")))?
+    } else {
+        planning()
+    };
     for line in &plan.explanation {
         tracing::debug!(cloneset = %key, "{line}");
     }

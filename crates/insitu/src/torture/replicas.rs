@@ -64,6 +64,8 @@ fn spawn_controller(env: &Env) -> JoinHandle<()> {
         env.client.clone(),
         Config {
             shutdown_timeout: Duration::from_secs(5),
+            // Replayable: no blocking-pool thread racing the runtime (see the field).
+            plan_on_blocking_pool: false,
             ..Config::default()
         },
         clock,
