@@ -115,7 +115,7 @@ struct State {
     lost: HashMap<String, f64>,
     /// Pods seen so far (by uid) and whether they were available at their last event.
     available: HashMap<String, bool>,
-    /// Evictions seen since armed, and the pods created since armed (replacements while within evictions).
+    /// Evictions seen, and the pods created since armed (replacements while within evictions).
     evictions: HashSet<String>,
     created: HashSet<String>,
     /// FNV-1a over every trace line noted, in order: two runs of a seed are the same run iff they are equal.
@@ -238,7 +238,7 @@ impl Checker {
         (st.digest, st.lines)
     }
 
-    /// Pods the taint manager or PodGC evicted (seen while armed).
+    /// Pods the taint manager or PodGC evicted.
     pub fn evictions(&self) -> u64 {
         self.lock().evictions.len() as u64
     }
@@ -276,6 +276,9 @@ impl Checker {
                 live.len(),
                 bounds.max_pods
             ));
+        }
+        if evicted(pod) {
+            self.lock().evictions.insert(uid(pod));
         }
         let Some(max_unavailable) = bounds.strict_unavailable else {
             return;
