@@ -82,36 +82,75 @@ pub fn add_shared(batch: &mut BTreeSet<String>, refs: &RefMetadata) {
     }
 }
 
-/// Kruise `checkAllContainersHashConsistent(…, extractedEnvFromMetadataHash)`: the node agent reports, for
-/// every spec container, the running container (same containerID as the status) with the env-from-metadata
-/// hash the pod's current labels/annotations give.
-pub fn env_hashes_consistent(pod: &Pod) -> Result<(), String> {
-    let meta = RuntimeContainerMetaSet::of(pod)?.ok_or_else(|| {
-        "waiting for all containers hash consistent, but runtime-container-meta not found".to_string()
-    })?;
+/// Which of the node agent's hashes `hashes_consistent` compares (Kruise's `hashType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashKind {
+    /// kubelet's `HashContainer` of the spec container (1.31+: name and image): the running container is
+    /// the spec's, whatever `status.image` and `status.imageID` say.
+    Plain,
+    /// The env-from-metadata values the pod's current labels/annotations give the container.
+    EnvFromMetadata,
+}
+
+/// Kruise `checkAllContainersHashConsistent`: every spec container has a status and an entry in the node
+/// agent's `runtime-containers-meta`, both with the same containerID (the report is about the container
+/// running now), and the entry's hash of `kind` equals the one the spec gives. `Err` names the first
+/// container that is not.
+///
+/// Kruise also accepts the plain hash of kubelets before 1.31 (FNV of the whole container's JSON); insitu
+/// computes only the 1.31+ one, so against an older kubelet the plain check fails and completion falls
+/// back to the imageID rule, as in Kruise when the report is stale.
+pub fn hashes_consistent(pod: &Pod, meta: &RuntimeContainerMetaSet, kind: HashKind) -> Result<(), String> {
     let statuses = pod
         .status
         .as_ref()
         .and_then(|s| s.container_statuses.as_deref())
         .unwrap_or_default();
     for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
-        let status = statuses.iter().find(|s| s.name == c.name);
-        let m = meta.containers.iter().find(|m| m.name == c.name);
-        let consistent = match (status, m) {
-            (Some(s), Some(m)) => {
-                s.container_id.as_deref().unwrap_or_default() == m.container_id
-                    && m.hashes.extracted_env_from_metadata_hash == containermeta::expected_env_hash(c, pod)
+        let Some(status) = statuses.iter().find(|s| s.name == c.name) else {
+            return Err(format!("container {} has no status", c.name));
+        };
+        let Some(m) = meta.containers.iter().find(|m| m.name == c.name) else {
+            return Err(format!("container {} is not in the node agent's report", c.name));
+        };
+        if status.container_id.as_deref().unwrap_or_default() != m.container_id {
+            return Err(format!(
+                "container {} reported by the node agent is {}, not the running {}",
+                c.name,
+                m.container_id,
+                status.container_id.as_deref().unwrap_or("(none)")
+            ));
+        }
+        let consistent = match kind {
+            HashKind::Plain => {
+                m.hashes.plain_hash
+                    == containermeta::plain_hash(&c.name, c.image.as_deref().unwrap_or_default())
             }
-            _ => false,
+            HashKind::EnvFromMetadata => {
+                m.hashes.extracted_env_from_metadata_hash == containermeta::expected_env_hash(c, pod)
+            }
         };
         if !consistent {
-            return Err(format!(
-                "waiting for all containers hash consistent (container {} not restarted with the new env from metadata yet)",
-                c.name
-            ));
+            return Err(match kind {
+                HashKind::Plain => format!("container {} runs another image than its spec", c.name),
+                HashKind::EnvFromMetadata => format!(
+                    "container {} not restarted with the new env from metadata yet",
+                    c.name
+                ),
+            });
         }
     }
     Ok(())
+}
+
+/// Kruise's env-from-metadata completion: the node agent's report is required, and every container must
+/// run with the env the pod's current labels/annotations give.
+pub fn env_hashes_consistent(pod: &Pod, meta: Option<&RuntimeContainerMetaSet>) -> Result<(), String> {
+    let meta = meta.ok_or_else(|| {
+        "waiting for all containers hash consistent, but runtime-container-meta not found".to_string()
+    })?;
+    hashes_consistent(pod, meta, HashKind::EnvFromMetadata)
+        .map_err(|e| format!("waiting for all containers hash consistent ({e})"))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use insitu_api::containermeta::RuntimeContainerMetaSet;
 use insitu_api::inplace::InPlaceUpdateState;
 use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
@@ -61,9 +62,8 @@ pub fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
         .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
 }
 
-/// Kruise `DefaultCheckInPlaceUpdateCompleted` on the status fallback (no node agent): no grace period,
-/// no pending batch, and every container recorded in `lastContainerStatuses` reports a new imageID, or
-/// reports the spec image already.
+/// Kruise `DefaultCheckInPlaceUpdateCompleted`: no grace period, no pending batch, and the containers
+/// done (`containers_completed`); a pod without a state annotation is complete.
 pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> Result<(), String> {
     if grace.is_some() {
         return Err("still in grace period of in-place update".into());
@@ -83,15 +83,30 @@ pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
         || !state.next_container_resources.is_empty()
 }
 
-/// Kruise `defaultCheckContainersInPlaceUpdateCompleted`: env from metadata needs the node agent's
-/// report; a resize is done when every container status reports the spec's resources
-/// (`IsUpdateCompleted`); images fall back to the status.
+/// Kruise `defaultCheckContainersInPlaceUpdateCompleted`, in its order:
+/// 1. an unreadable `apps.kruise.io/runtime-containers-meta` fails the check;
+/// 2. env from metadata needs that report, each container with the running containerID and the env hash
+///    of the pod's current labels/annotations;
+/// 3. a resize is done when every container status reports the spec's resources (`IsUpdateCompleted`);
+/// 4. with a report whose every container has the running containerID and kubelet's plain hash of the
+///    spec (name + image), the update is complete: this is how a new tag of the same digest (same
+///    imageID, `status.image` possibly the old tag) completes under kruise-daemon;
+/// 5. otherwise the status fallback: a container recorded in `lastContainerStatuses` whose imageID did
+///    not change must report the spec image, and every recorded container must have a status.
+///
+/// A stale or partial report (4 failing) is no error, as in Kruise: the fallback decides.
 pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
+    let meta = RuntimeContainerMetaSet::of(pod)?;
     if state.update_env_from_metadata {
-        envmeta::env_hashes_consistent(pod)?;
+        envmeta::env_hashes_consistent(pod, meta.as_ref())?;
     }
     if state.update_resources {
         crate::vertical::resources_completed(pod)?;
+    }
+    if let Some(meta) = &meta
+        && envmeta::hashes_consistent(pod, meta, envmeta::HashKind::Plain).is_ok()
+    {
+        return Ok(());
     }
     let Some(last) = state.last_container_statuses.as_ref() else {
         return Ok(());
@@ -160,6 +175,128 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
+    use serde_json::{Value, json};
+
+    /// Kruise TestCheckInPlaceUpdateCompleted's pod: c1 at `image` (spec), status image `reported`,
+    /// imageID `image_id`, containerID `cid`.
+    fn pod(image: &str, reported: &str, image_id: &str, cid: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c1", "image": image}]},
+            "status": {"containerStatuses": [{"name": "c1", "image": reported, "imageID": image_id,
+                "containerID": cid, "ready": true, "restartCount": 1}]}
+        }))
+        .unwrap()
+    }
+
+    fn state(last: Value) -> String {
+        json!({"revision": "new", "updateTimestamp": "2026-01-01T00:00:00Z", "lastContainerStatuses": last,
+               "updateImages": true})
+        .to_string()
+    }
+
+    /// kruise-daemon's report: c1 running as `cid` with kubelet's plain hash of `image`.
+    fn with_meta(mut p: Pod, cid: &str, image: &str) -> Pod {
+        let meta = json!({"containers": [{"name": "c1", "containerID": cid, "restartCount": 1,
+            "hashes": {"plainHash": containermeta::plain_hash("c1", image)}}]});
+        p.metadata.annotations =
+            Some([(RUNTIME_CONTAINERS_META_ANNOTATION.to_string(), meta.to_string())].into());
+        p
+    }
+
+    // Kruise TestCheckInPlaceUpdateCompleted (research §4.4): the status fallback, no node agent.
+    #[test]
+    fn kruise_completion_rows_on_the_status() {
+        let p = pod("foo:v2", "foo:v2", "img02", "containerd://2");
+        assert_eq!(check_completed(&p, None, None), Ok(()), "no state: complete");
+        let st = state(json!({"c1": {"imageID": "img01"}}));
+        assert_eq!(check_completed(&p, None, Some(&st)), Ok(()), "imageID changed");
+        let same = state(json!({"c1": {"imageID": "img02"}}));
+        let stale = pod("foo:v2", "foo:v1", "img02", "containerd://1");
+        assert_eq!(
+            check_completed(&stale, None, Some(&same)),
+            Err("container c1 imageID not changed".into())
+        );
+        assert_eq!(
+            check_completed(&p, None, Some(&same)),
+            Ok(()),
+            "same imageID but the spec image reported"
+        );
+        let other = state(json!({"c0": {"imageID": "img01"}}));
+        assert!(
+            check_completed(&p, None, Some(&other))
+                .unwrap_err()
+                .starts_with("not found statuses of containers")
+        );
+        assert!(check_completed(&p, Some("{}"), Some(&st)).is_err(), "in grace");
+    }
+
+    // Kruise defaultCheckContainersInPlaceUpdateCompleted with runtime-containers-meta: when every spec
+    // container is reported with the running containerID and the plain hash of its spec (kubelet
+    // HashContainer: name + image), the update is complete before the imageID rule is looked at. A new
+    // tag of one digest: same imageID, and containerd reports the image's first tag (the old one).
+    #[test]
+    fn the_node_agents_report_completes_a_same_digest_tag() {
+        let same = state(json!({"c1": {"imageID": "sha256:aa"}}));
+        let retagged = pod("foo:v2", "foo:v1", "sha256:aa", "containerd://2");
+        assert!(
+            check_completed(&retagged, None, Some(&same)).is_err(),
+            "no report: status rule"
+        );
+        let reported = with_meta(retagged.clone(), "containerd://2", "foo:v2");
+        assert_eq!(check_completed(&reported, None, Some(&same)), Ok(()));
+        // A report about the old container (the agent has not seen the restart yet) is stale: fallback.
+        let old_container = with_meta(retagged.clone(), "containerd://1", "foo:v2");
+        assert_eq!(
+            check_completed(&old_container, None, Some(&same)),
+            Err("container c1 imageID not changed".into())
+        );
+        // The running container is the old spec's (plain hash of foo:v1): fallback.
+        let old_image = with_meta(retagged.clone(), "containerd://2", "foo:v1");
+        assert!(check_completed(&old_image, None, Some(&same)).is_err());
+        // A stale report never blocks a completion the status shows (Kruise: "kruise-daemon has broken").
+        let moved = with_meta(
+            pod("foo:v2", "foo:v2", "sha256:bb", "containerd://2"),
+            "containerd://1",
+            "foo:v1",
+        );
+        assert_eq!(check_completed(&moved, None, Some(&same)), Ok(()));
+        // An unreadable report fails the check (Kruise GetRuntimeContainerMetaSet's error).
+        let mut bad = retagged;
+        bad.metadata.annotations =
+            Some([(RUNTIME_CONTAINERS_META_ANNOTATION.to_string(), "{".to_string())].into());
+        let e = check_completed(&bad, None, Some(&same)).unwrap_err();
+        assert!(
+            e.starts_with("unreadable apps.kruise.io/runtime-containers-meta"),
+            "{e}"
+        );
+    }
+
+    // Kruise checkAllContainersHashConsistent requires *every spec container* in the report: a pod whose
+    // second container is missing from it falls back to the status rule.
+    #[test]
+    fn a_report_missing_a_container_is_not_consistent() {
+        let mut p = with_meta(
+            pod("foo:v2", "foo:v1", "sha256:aa", "containerd://2"),
+            "containerd://2",
+            "foo:v2",
+        );
+        let spec = p.spec.as_mut().unwrap();
+        let mut c2 = spec.containers[0].clone();
+        c2.name = "c2".into();
+        spec.containers.push(c2);
+        let st = p.status.as_mut().unwrap().container_statuses.as_mut().unwrap();
+        let mut s2 = st[0].clone();
+        s2.name = "c2".into();
+        s2.container_id = Some("containerd://3".into());
+        st.push(s2);
+        let meta = RuntimeContainerMetaSet::of(&p).unwrap().unwrap();
+        let e = envmeta::hashes_consistent(&p, &meta, envmeta::HashKind::Plain).unwrap_err();
+        assert!(e.contains("c2 is not in the node agent's report"), "{e}");
+        let same = state(json!({"c1": {"imageID": "sha256:aa"}}));
+        assert!(check_completed(&p, None, Some(&same)).is_err());
+    }
 
     #[test]
     fn image_normalisation() {
