@@ -183,8 +183,9 @@ pub fn finish_grace(
                 revision: spec.revision.clone(),
                 update_timestamp: time(now),
                 last_container_statuses: None,
-                update_env_from_metadata: false,
-                update_resources: false,
+                // What the grace spec carries, so completion waits for all of it (as a fresh start would).
+                update_env_from_metadata: spec.update_env_from_metadata,
+                update_resources: !spec.container_resources.is_empty(),
                 update_images: !spec.container_images.is_empty(),
                 next_container_images: Default::default(),
                 next_container_ref_metadata: Default::default(),
@@ -324,5 +325,82 @@ mod tests {
             f.container_resources["c1"].requests.as_ref().unwrap()["cpu"].0,
             "2"
         );
+    }
+
+    // Kruise TestRefresh's grace rows (research §4.4): grace 30 s started 10 s ago waits (the remainder
+    // rounded up to whole seconds), grace 5 s started 10 s ago is applied.
+    #[test]
+    fn grace_waits_then_applies_as_kruise_refresh() {
+        let spec = calculate(&rtpl("foo1", json!({})), &rtpl("foo2", json!({})), true).unwrap();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let pod = pod_with(json!([]), &[("c1", None)]);
+        let m = StartTemplate::new(spec.clone(), "rev-2", "rev-2", 30, t0).mutation(&pod);
+        let grace = m.annotations[keys::INPLACE_UPDATE_GRACE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let state = m.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let at = |ms: i64| Timestamp::from_millisecond(1_800_000_000_000 + ms).unwrap();
+        match finish_grace(&pod, "rev-2", &grace, Some(&state), at(10_500)) {
+            Grace::Wait(d) => assert_eq!(d.as_secs(), 20, "19.5 s left, rounded up"),
+            g => panic!("{g:?}"),
+        }
+        let m5 = StartTemplate::new(spec, "rev-2", "rev-2", 5, t0).mutation(&pod);
+        let grace5 = m5.annotations[keys::INPLACE_UPDATE_GRACE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let state5 = m5.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let Grace::Finish(f) = finish_grace(&pod, "rev-2", &grace5, Some(&state5), at(10_000)) else {
+            panic!("grace over")
+        };
+        assert_eq!(f.container_images["c1"], "foo2");
+        assert_eq!(
+            f.annotations[keys::INPLACE_UPDATE_GRACE_ANNOTATION],
+            None,
+            "grace removed"
+        );
+        // The template changed again (the pod's revision label moved on): the grace is dropped.
+        assert!(matches!(
+            finish_grace(&pod, "rev-3", &grace, Some(&state), at(10_500)),
+            Grace::Abandon(_)
+        ));
+    }
+
+    // A grace annotation without the state annotation (Kruise fails the pod's refresh every round and the
+    // rollout stalls): finished at once from a fresh state that keeps what the grace spec carries.
+    #[test]
+    fn a_stale_grace_is_finished_with_everything_it_carries() {
+        let spec = calculate(
+            &rtpl("foo1", burstable("1", "1Gi")),
+            &rtpl("foo2", burstable("2", "1Gi")),
+            true,
+        )
+        .unwrap();
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let pod = pod_with(json!([]), &[("c1", None)]);
+        let m = StartTemplate::new(spec, "rev-2", "rev-2", 3600, t0).mutation(&pod);
+        let grace = m.annotations[keys::INPLACE_UPDATE_GRACE_ANNOTATION]
+            .clone()
+            .unwrap();
+        let Grace::Stale(f, why) = finish_grace(&pod, "rev-2", &grace, None, t0) else {
+            panic!("stale")
+        };
+        assert!(why.contains("not found"), "{why}");
+        assert_eq!(f.container_images["c1"], "foo2", "applied now, not after 3600 s");
+        assert_eq!(
+            f.container_resources["c1"].requests.as_ref().unwrap()["cpu"].0,
+            "2"
+        );
+        let st = parse_state(
+            f.annotations[keys::INPLACE_UPDATE_STATE_ANNOTATION]
+                .as_deref()
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(st.update_images && st.update_resources, "{st:?}");
+        assert_eq!(st.revision, "rev-2");
     }
 }
