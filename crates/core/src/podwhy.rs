@@ -67,7 +67,10 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
         waits.push("the in-place grace period (apps.kruise.io/inplace-update-grace) to end".into());
         return ("Preparing", waits);
     }
-    if gate == Some(false) || (state.is_some() && gate.is_none()) {
+    // A resize under resizePolicy NotRequired never marks the pod not-ready (Kruise
+    // defaultCheckPodNeedsBeUnready): its lifecycle label `Updating` says the update is in flight.
+    let lc_updating = label(pod, keys::LIFECYCLE_STATE_LABEL) == Some(keys::lifecycle::UPDATING);
+    if gate == Some(false) || (state.is_some() && (gate.is_none() || lc_updating)) {
         if let Err(e) = inplace::check_completed(pod, grace, state) {
             waits.push(updating_wait(pod, state, &e));
             return ("Updating", waits);
@@ -77,6 +80,8 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
         }
         if gate == Some(false) {
             waits.push("the controller to set InPlaceUpdateReady=True".into());
+        } else if lc_updating {
+            waits.push("the controller to end the update (lifecycle Updating → Normal)".into());
         }
         return ("Updated", waits);
     }

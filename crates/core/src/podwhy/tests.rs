@@ -164,6 +164,51 @@ fn a_pending_resize_says_deferred_or_infeasible() {
     }
 }
 
+// A NotRequired resize leaves InPlaceUpdateReady True (no not-ready marking): the lifecycle label says
+// the update is in flight, and a held resize is still explained.
+#[test]
+fn a_pending_resize_without_not_ready_marking_is_explained() {
+    let state = json!({"revision": "r", "updateTimestamp": "2026-01-01T00:00:00Z", "updateResources": true});
+    let mut p = updating(
+        "r",
+        state,
+        json!({"containerStatuses": [{"name": "app", "image": "nginx:1", "imageID": "i", "ready": true,
+                                      "restartCount": 0, "resources": {"requests": {"cpu": "1"}}}],
+               "conditions": [{"type": "Ready", "status": "True"},
+                              {"type": keys::INPLACE_UPDATE_READY, "status": "True"},
+                              {"type": "PodResizePending", "status": "True", "reason": "Deferred",
+                               "message": "Node didn't have enough capacity: cpu"}]}),
+    );
+    assert_eq!(
+        stage(&p).0,
+        "None",
+        "without the lifecycle label nothing says it is in flight"
+    );
+    p.metadata.labels.as_mut().unwrap().insert(
+        keys::LIFECYCLE_STATE_LABEL.into(),
+        keys::lifecycle::UPDATING.into(),
+    );
+    let (st, waits) = stage(&p);
+    assert_eq!(st, "Updating");
+    assert!(waits[0].contains("PodResizePending Deferred"), "{waits:?}");
+    // Applied (status reports the spec's resources: none here), lifecycle not moved yet.
+    p.spec.as_mut().unwrap().containers[0].resources =
+        serde_json::from_value(json!({"requests": {"cpu": "1"}})).unwrap();
+    p.status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()
+        .retain(|c| c.type_ != "PodResizePending");
+    let (st, waits) = stage(&p);
+    assert_eq!(st, "Updated");
+    assert_eq!(
+        waits,
+        ["the controller to end the update (lifecycle Updating → Normal)"]
+    );
+}
+
 #[test]
 fn env_from_metadata_without_a_node_agent_says_so() {
     let state =
