@@ -30,7 +30,9 @@ pub mod vertical;
 
 pub use gates::FeatureGates;
 pub use packed::PackedPod;
-pub use plan::{Action, Budget, Plan, PodMutation, PodRefusal, UpdateReason, Warning};
+pub use plan::{
+    Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,
+};
 pub use planner::plan;
 pub use snapshot::Snapshot;
 pub use summary::{PodRef, PodSummary};

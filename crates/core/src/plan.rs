@@ -32,6 +32,46 @@ pub struct Plan {
     /// place, with the fields that forced it: the controller's Warning events and `insitu_recreate_total`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<PodRefusal>,
+    /// In-place resizes whose outcome on the node this round saw (`insitu_resize_total{outcome}`): done,
+    /// or held by the kubelet's `PodResizePending`. Seen again each round until the pod moves on, so the
+    /// controller counts each (pod, update, outcome) once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resizes: Vec<ResizeSeen>,
+}
+
+/// One pod's in-place resize outcome, as the planner saw it on the pod.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResizeSeen {
+    pub pod: String,
+    pub uid: String,
+    /// Which in-place update of the pod: the state annotation's `revision@updateTimestamp`.
+    pub update: String,
+    pub outcome: ResizeOutcome,
+}
+
+/// What became of a resize on the node. The names are the kubelet's (`PodResizePending` reasons) and the
+/// completion Kruise's `IsUpdateCompleted` checks (every container status reports the spec's resources).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ResizeOutcome {
+    /// The container statuses report the spec's cpu/memory (the in-place update's resize is done).
+    Completed,
+    /// `PodResizePending` reason `Deferred`: the node has no room now; the kubelet retries.
+    Deferred,
+    /// `PodResizePending` reason `Infeasible`: the node can never fit it; it waits until the spec changes.
+    Infeasible,
+}
+
+impl ResizeOutcome {
+    /// The `outcome` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            ResizeOutcome::Completed => "completed",
+            ResizeOutcome::Deferred => "deferred",
+            ResizeOutcome::Infeasible => "infeasible",
+        }
+    }
 }
 
 /// One pod whose update cannot go in place, and why.

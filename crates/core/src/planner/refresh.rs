@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use insitu_api::keys;
 
 use crate::inplace::{self, Grace};
-use crate::plan::{Action, UpdateReason, Warning};
+use crate::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
 use crate::pods::{Lc, PodFacts};
 use crate::readiness;
 use crate::revision::short_hash;
@@ -64,7 +64,10 @@ impl Planner<'_> {
             // these pods the summary made the completion check, once per pod version (`InFlight`).
             match f.in_flight {
                 InFlight::Unchecked => {}
-                InFlight::Done => completed = Some(true),
+                InFlight::Done => {
+                    completed = Some(true);
+                    self.saw_resize(f, ResizeOutcome::Completed);
+                }
                 InFlight::Waiting | InFlight::Invalid => {
                     containers_done = false;
                     completed = Some(false);
@@ -92,6 +95,11 @@ impl Planner<'_> {
                             "pod {}: resize pending on its node ({reason}: {message}); the update completes once the kubelet applies it",
                             f.name()
                         ));
+                        match reason.as_str() {
+                            "Deferred" => self.saw_resize(f, ResizeOutcome::Deferred),
+                            "Infeasible" => self.saw_resize(f, ResizeOutcome::Infeasible),
+                            _ => {}
+                        }
                     }
                 }
                 InFlight::NextBatch => {
@@ -188,5 +196,21 @@ impl Planner<'_> {
             });
         }
         self.plan.actions.len() > before
+    }
+
+    /// Reports a resize outcome for `insitu_resize_total` when this pod's in-place update resizes (the
+    /// state's `updateResources`); parsed only here, when an update completes or a resize is held.
+    fn saw_resize(&mut self, f: &PodFacts, outcome: ResizeOutcome) {
+        let Some(st) = f.state().and_then(|s| inplace::parse_state(s).ok()) else {
+            return;
+        };
+        if st.update_resources {
+            self.plan.resizes.push(ResizeSeen {
+                pod: f.name().to_string(),
+                uid: f.uid().to_string(),
+                update: format!("{}@{}", st.revision, st.update_timestamp.0),
+                outcome,
+            });
+        }
     }
 }
