@@ -87,6 +87,8 @@ pub struct Context {
     pub barriers: crate::barrier::BarrierCache,
     /// Plan warnings already reported, per CloneSet UID and reason.
     pub warned: Warned,
+    /// Resize outcomes already counted in `insitu_resize_total`, per pod (see `resize`).
+    pub resizes_counted: crate::resize::Counted,
     /// Requeue delays after failed reconciles (Kruise's workqueue rate limiter).
     pub rate_limiter: crate::ratelimit::RateLimiter,
     pub clock: Arc<dyn Clock>,

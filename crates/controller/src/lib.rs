@@ -22,6 +22,7 @@ pub mod predownload;
 pub mod ratelimit;
 pub mod reconcile;
 pub mod recreate;
+pub mod resize;
 pub mod run;
 pub mod snapshot;
 pub mod stored;

@@ -22,6 +22,8 @@ pub struct Metrics {
     pub recreate_update: Family<Labels, Counter>,
     /// The same, by the first template field that forced it (`spec.containers.env`, …).
     pub recreate_total: Family<Labels, Counter>,
+    /// In-place resizes by outcome (`requested`, `failed`, `deferred`, `infeasible`, `completed`; see `resize`).
+    pub resize_total: Family<Labels, Counter>,
     /// Kruise: `cloneset_scale_expectation_leakage{namespace,name}`.
     pub expectation_leakage: Family<Labels, Counter>,
     /// Reconciles by result.
@@ -54,6 +56,7 @@ impl Metrics {
         });
         let recreate_update = Family::<Labels, Counter>::default();
         let recreate_total = Family::<Labels, Counter>::default();
+        let resize_total = Family::<Labels, Counter>::default();
         let expectation_leakage = Family::<Labels, Counter>::default();
         let reconcile = Family::<Labels, Counter>::default();
         let plan_duration = Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
@@ -93,6 +96,11 @@ impl Metrics {
             recreate_total.clone(),
         );
         registry.register(
+            "insitu_resize",
+            "In-place resizes by outcome: requested/failed (the apiserver accepted/refused the resize), deferred/infeasible (the kubelet holds it), completed (the container statuses report the spec's resources)",
+            resize_total.clone(),
+        );
+        registry.register(
             "cloneset_scale_expectation_leakage",
             "Expectations that timed out before the cache caught up",
             expectation_leakage.clone(),
@@ -130,6 +138,7 @@ impl Metrics {
             inplace_update_duration,
             recreate_update,
             recreate_total,
+            resize_total,
             expectation_leakage,
             reconcile,
             plan_duration,
@@ -145,6 +154,13 @@ impl Metrics {
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         out
+    }
+
+    /// One resize outcome (`insitu_resize_total{outcome}`).
+    pub fn resize(&self, outcome: &'static str) {
+        self.resize_total
+            .get_or_create(&vec![("outcome", outcome.to_string())])
+            .inc();
     }
 
     pub fn write(&self, verb: &'static str, resource: &'static str) {

@@ -273,6 +273,7 @@ pub async fn run_with(
         summaries: Default::default(),
         barriers: Default::default(),
         warned: Default::default(),
+        resizes_counted: Default::default(),
         rate_limiter: Default::default(),
         clock,
         expectations: Expectations::default(),

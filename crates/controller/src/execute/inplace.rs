@@ -88,7 +88,8 @@ impl Exec<'_> {
         // Kruise updatePodInPlace: the resize patch first, then the pod write (which then carries the
         // resources already, so it changes none). A refused resize fails the whole start: the pod stays at
         // its revision and the next round tries again (FailedUpdatePodInPlace names the server's reason).
-        if self.ctx.resize_subresource && !mutation.container_resources.is_empty() {
+        let resizes = !mutation.container_resources.is_empty();
+        if self.ctx.resize_subresource && resizes {
             self.resize_pod(name, uid, &mutation.container_resources).await?;
         }
         let mutate = |pod: &mut Pod| {
@@ -96,7 +97,14 @@ impl Exec<'_> {
             mutation.apply(pod);
             *pod != before
         };
-        self.read_modify_write(name, uid, Target::Pod, &mutate).await?;
+        let written = self.read_modify_write(name, uid, Target::Pod, &mutate).await;
+        if resizes && !self.ctx.resize_subresource {
+            // Before 1.32 the resources go in the pod update itself (Kruise ShouldUpdateResourceByResize).
+            self.ctx
+                .metrics
+                .resize(if written.is_ok() { "requested" } else { "failed" });
+        }
+        written?;
         Ok(())
     }
 
@@ -124,8 +132,11 @@ impl Exec<'_> {
         self.ctx.metrics.write("patch", "pods/resize");
         let written = api
             .patch_subresource("resize", name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .map_err(|e| action_err(format!("resize pod {name}"), e))?;
+            .await;
+        self.ctx
+            .metrics
+            .resize(if written.is_ok() { "requested" } else { "failed" });
+        let written = written.map_err(|e| action_err(format!("resize pod {name}"), e))?;
         self.expect(Expect::PodVersion(
             name.to_string(),
             pod_version(&written.metadata),

@@ -55,6 +55,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         refusals: &plan.refusals,
     };
     crate::recreate::refused_in_place_only(ctx, cs, &plan.refusals, &plan.update_revision);
+    crate::resize::observed(&ctx.metrics, &ctx.resizes_counted, &plan.resizes);
     // Once per CloneSet (UID) and reason: a condition the user must fix, not a per-reconcile message.
     for w in &plan.warnings {
         let uid = cs.uid().unwrap_or_default();

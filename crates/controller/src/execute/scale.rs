@@ -58,6 +58,7 @@ impl Exec<'_> {
         match self.pods().delete(pod, &uid_precondition(uid)).await {
             Ok(_) => {
                 self.expect(Expect::PodDeleted(pod.to_string()));
+                self.ctx.resizes_counted.forget(uid);
                 self.event(
                     Severity::Normal,
                     ev::SUCCESSFUL_DELETE,
