@@ -53,9 +53,17 @@ fn to_values<T: serde::Serialize>(
 async fn fetch(args: &ExplainArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     let name = crate::target::cloneset_name(&args.target)?;
     let (client, ns) = crate::target::connect(&args.cluster, "explain").await?;
-    let ns = ns.as_str();
+    fetch_with(client, &ns, &name).await
+}
+
+/// `fetch` with a client at hand (the sim tests explain through this).
+pub async fn fetch_with(
+    client: kube::Client,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
     let cs = Api::<CloneSet>::namespaced(client.clone(), ns)
-        .get(&name)
+        .get(name)
         .await
         .with_context(|| format!("reading cloneset {ns}/{name}"))?;
     let selector = format_selector(&cs.spec.selector);
@@ -107,18 +115,28 @@ pub fn main(args: ExplainArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
-    let input = match input::snapshot_from_objects(docs, Timestamp::now(), gates) {
-        Ok(i) => i,
+    match render(docs, Timestamp::now(), gates, args.output) {
+        Ok(out) => print!("{out}"),
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(2);
         }
-    };
-    let plan = insitu_core::plan(&input.snapshot);
-    let pods = podwhy::pods(&input.snapshot, &plan);
-    match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&pods)?),
-        Output::Text => print!("{}", podwhy::text(&pods)),
     }
     Ok(0)
+}
+
+/// The explanation of `docs` at `now`: objects → snapshot → plan → per-pod text or JSON.
+pub fn render(
+    docs: Vec<serde_json::Value>,
+    now: Timestamp,
+    gates: FeatureGates,
+    output: Output,
+) -> Result<String, String> {
+    let input = input::snapshot_from_objects(docs, now, gates)?;
+    let plan = insitu_core::plan(&input.snapshot);
+    let pods = podwhy::pods(&input.snapshot, &plan);
+    Ok(match output {
+        Output::Json => serde_json::to_string_pretty(&pods).map_err(|e| e.to_string())? + "\n",
+        Output::Text => podwhy::text(&pods),
+    })
 }

@@ -105,6 +105,11 @@ fn env_from_label_restarts_the_container_in_place_with_the_new_value() {
             m.hashes.extracted_env_from_metadata_hash,
             containermeta::hash_envs(&[("TEST_ENV".into(), "bar".into())])
         );
+        let ex = h.explain("envlbl").await;
+        assert!(
+            ex.contains("stage None") && ex.contains("next update: up to date"),
+            "{ex}"
+        );
         // It stays settled: no second restart.
         h.sleep(60).await;
         assert_eq!(status(&h.pods("envlbl").await[0], "nginx").restart_count, 1);
@@ -227,6 +232,13 @@ fn priority_barrier_at_creation_then_two_batches_in_order() {
                         Some("nginx:1.19.0"),
                         "nginx patched before redis was ready"
                     );
+                    if !saw_held.get() {
+                        let ex = h.explain("prio").await;
+                        assert!(
+                            ex.contains("stage Updating") && ex.contains("in-place update in next batches"),
+                            "{ex}"
+                        );
+                    }
                     saw_held.set(true);
                 }
                 h.status("prio").await.updated_ready_replicas == 1
@@ -303,6 +315,10 @@ fn a_failing_first_batch_stops_the_second() {
             std::collections::BTreeMap::from([("nginx".to_string(), "nginx:1.20.0".to_string())])
         );
         assert_eq!(h.status("prifail").await.updated_ready_replicas, 0);
+        // The second batch waits behind the first (Kruise's check names the pending batch first).
+        let ex = h.explain("prifail").await;
+        assert!(ex.contains("stage Updating"), "{ex}");
+        assert!(ex.contains("in-place update in next batches"), "{ex}");
     });
 }
 
@@ -363,5 +379,11 @@ fn without_a_node_agent_the_env_update_waits_and_one_warning_says_why() {
         let p = h.pods("noagent").await.remove(0);
         assert_eq!(status(&p, "nginx").restart_count, 0, "nothing restarts it");
         assert_eq!(h.status("noagent").await.updated_ready_replicas, 0);
+        let ex = h.explain("noagent").await;
+        assert!(ex.contains("stage Updating"), "{ex}");
+        assert!(
+            ex.contains("waits for: a node agent (kruise-daemon) to restart the containers"),
+            "{ex}"
+        );
     });
 }

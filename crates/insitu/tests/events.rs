@@ -149,6 +149,13 @@ fn a_change_that_cannot_go_in_place_names_its_fields_in_a_warning_and_the_metric
                                  "value": "v2.0"}]),
         )
         .await;
+        // While old pods remain, `insitu explain` names the field for each.
+        h.wait_for("explain naming the env field", 30, || async {
+            h.explain("why")
+                .await
+                .contains("next update: recreate — spec.containers[nginx].env[VERSION] changed")
+        })
+        .await;
         h.wait_for("both pods recreated", 240, || async {
             let pods = h.pods("why").await;
             pods.len() == 2

@@ -1,5 +1,6 @@
 //! Sim-backed in-place resize (Kruise InPlaceWorkloadVerticalScaling) on virtual time: NotRequired keeps the
-//! pod serving, RestartContainer restarts it, a QoS change recreates, a resize beyond the node is refused.
+//! pod serving, RestartContainer restarts it, a QoS change recreates, a resize beyond the node is refused,
+//! a deferred one waits; each with `insitu_resize_total{outcome}` as /metrics shows it.
 
 mod common;
 
@@ -63,6 +64,21 @@ fn restarts(p: &Pod) -> i32 {
         .map_or(0, |s| s.restart_count)
 }
 
+/// `insitu_resize_total{outcome="…"}` from the /metrics text (0 when absent).
+fn resizes(h: &Harness, outcome: &str) -> u64 {
+    let prefix = format!("insitu_resize_total{{outcome=\"{outcome}\"}} ");
+    h.metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().parse().unwrap()))
+        .unwrap_or(0)
+}
+
+/// (requested, failed, deferred, infeasible, completed).
+fn resize_counts(h: &Harness) -> [u64; 5] {
+    ["requested", "failed", "deferred", "infeasible", "completed"].map(|o| resizes(h, o))
+}
+
 async fn set_cpu_request(h: &Harness, name: &str, cpu: &str) {
     h.json_patch(
         name,
@@ -102,6 +118,11 @@ fn cpu_resize_with_not_required_keeps_pods_serving_in_place() {
             0,
             "a NotRequired resize never takes a pod out of service"
         );
+        let ex = h.explain("vpa").await;
+        assert_eq!(ex.matches("stage None").count(), 2, "{ex}");
+        assert_eq!(ex.matches("next update: up to date").count(), 2, "{ex}");
+        // Completion counted where it is detected: InPlaceUpdateReady never went False, so never back.
+        assert_eq!(resize_counts(&h), [2, 0, 0, 0, 2], "requested … completed");
         for p in &pods {
             let state: serde_json::Value = serde_json::from_str(
                 &p.metadata.annotations.as_ref().unwrap()[insitu_api::keys::INPLACE_UPDATE_STATE_ANNOTATION],
@@ -144,6 +165,7 @@ fn restart_container_policy_restarts_the_container_in_place() {
             "RestartContainer restarts once: {:?}",
             pods.iter().map(restarts).collect::<Vec<_>>()
         );
+        assert_eq!(resize_counts(&h), [2, 0, 0, 0, 2], "requested … completed");
     });
 }
 
@@ -173,6 +195,7 @@ fn qos_class_change_recreates_the_pods() {
                 })
         })
         .await;
+        assert_eq!(resize_counts(&h), [0; 5], "a recreate is no resize");
     });
 }
 
@@ -210,12 +233,17 @@ fn resize_beyond_the_node_is_refused_and_retried_then_a_fix_goes_in_place() {
         let pods = h.pods("huge").await;
         assert!(pods.iter().all(|p| is_ready(p) && before.contains(&uid(p))));
         assert!(pods.iter().all(|p| cpu_request(p).0 == "500m"), "nothing resized");
+        let [requested, failed, ..] = resize_counts(&h);
+        assert_eq!(requested, 0);
+        assert!(failed >= 2, "each refused attempt counts: {failed}");
         set_cpu_request(&h, "huge", "2").await;
         h.wait_for("both pods resized to 2 in place", 300, || {
             resized(&h, "huge", "2", 2)
         })
         .await;
         assert!(h.pods("huge").await.iter().all(|p| before.contains(&uid(p))));
+        let [requested, _, deferred, infeasible, completed] = resize_counts(&h);
+        assert_eq!((requested, deferred, infeasible, completed), (2, 0, 0, 2));
     });
 }
 
@@ -283,6 +311,13 @@ fn deferred_resize_waits_like_kruise_until_it_fits() {
             "the deferred pod stays Updating"
         );
         assert!(is_ready(waiting[0]), "and keeps serving");
+        let ex = h.explain("tight").await;
+        assert!(
+            ex.contains("stage Updating") && ex.contains("waits for: the resize: PodResizePending Deferred"),
+            "{ex}"
+        );
+        // 20 s of reconciles saw the held resize: counted once.
+        assert_eq!(resize_counts(&h), [2, 0, 1, 0, 1], "requested … completed");
         // The deferred pod is `Updating`, so unavailable to Kruise's arithmetic: with maxUnavailable 1 a
         // new template waits for it (Kruise limitUpdateIndexes), the ready pod is not touched.
         set_cpu_request(&h, "tight", "2").await;
@@ -297,5 +332,11 @@ fn deferred_resize_waits_like_kruise_until_it_fits() {
         .await;
         h.wait_for("both pods at 2 cpus", 300, || resized(&h, "tight", "2", 2))
             .await;
+        // The 3-cpu pod shrinks (1 resize), the deferred one is updated to the newer revision in place (its
+        // own new resize, which may be deferred again until the other shrinks); the held 1 → 3 never
+        // completes.
+        let [requested, failed, deferred, infeasible, completed] = resize_counts(&h);
+        assert_eq!((requested, failed, infeasible, completed), (4, 0, 0, 3));
+        assert!((1..=2).contains(&deferred), "{deferred}");
     });
 }

@@ -225,6 +225,17 @@ impl Harness {
         .await;
     }
 
+    /// `insitu explain cloneset/NAME` (text) as it reads the sim's cluster now.
+    pub async fn explain(&self, name: &str) -> String {
+        use insitu_sim::Clock;
+        let docs = insitu::explain_cmd::fetch_with(self.client.clone(), "default", name)
+            .await
+            .expect("explain reads the cluster");
+        let now = self.cluster.clock.now();
+        insitu::explain_cmd::render(docs, now, Default::default(), insitu::plan_cmd::Output::Text)
+            .expect("explain renders")
+    }
+
     pub async fn sleep(&self, secs: u64) {
         tokio::time::sleep(Duration::from_secs(secs)).await;
     }
