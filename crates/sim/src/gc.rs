@@ -37,7 +37,7 @@ pub struct GcConfig {
 }
 
 impl Default for GcConfig {
-    /// CloneSets own pods, revisions and PVCs; pods own the PVCs handed over to them (Kruise
+    /// CloneSets own pods, revisions, PVCs and ImagePullJobs; pods own the PVCs handed over to them (Kruise
     /// disablePVCReuse) and their launch-priority barrier ConfigMaps, which go when the pod goes.
     fn default() -> Self {
         Self {
@@ -50,8 +50,20 @@ impl Default for GcConfig {
                 ApiResource::erase::<ControllerRevision>(&()),
                 ApiResource::erase::<PersistentVolumeClaim>(&()),
                 ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                image_pull_jobs(),
             ],
         }
+    }
+}
+
+/// Kruise's ImagePullJobs (v1beta1), which a CloneSet owns while it pre-downloads its update revision's images.
+pub fn image_pull_jobs() -> ApiResource {
+    ApiResource {
+        group: "apps.kruise.io".into(),
+        version: "v1beta1".into(),
+        api_version: "apps.kruise.io/v1beta1".into(),
+        kind: "ImagePullJob".into(),
+        plural: "imagepulljobs".into(),
     }
 }
 

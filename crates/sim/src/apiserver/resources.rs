@@ -81,7 +81,12 @@ impl ResourceType {
 
     /// Whether this is the CloneSet custom resource.
     pub fn is_cloneset(&self) -> bool {
-        self.group == "apps.kruise.io"
+        self.group == "apps.kruise.io" && self.resource == "clonesets"
+    }
+
+    /// Whether this is Kruise's ImagePullJob custom resource.
+    pub fn is_image_pull_job(&self) -> bool {
+        self.group == "apps.kruise.io" && self.resource == "imagepulljobs"
     }
 
     pub fn is_pod(&self) -> bool {
@@ -154,6 +159,28 @@ const fn cloneset(version: &'static str) -> ResourceType {
         short_names: &["clone"],
         categories: &["all"],
         subresources: &["status", "scale"],
+        smp: false,
+        generation: true,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    }
+}
+
+/// Kruise's ImagePullJob as its CRD serves it (`config/crd/bases/apps.kruise.io_imagepulljobs.yaml`): v1beta1
+/// (storage) and v1alpha1, the same schema, no conversion webhook (strategy `None`: only `apiVersion` differs),
+/// namespaced, a status subresource, no short names or categories.
+const fn image_pull_job(version: &'static str) -> ResourceType {
+    ResourceType {
+        group: "apps.kruise.io",
+        version,
+        resource: "imagepulljobs",
+        singular: "imagepulljob",
+        kind: "ImagePullJob",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        subresources: &["status"],
         smp: false,
         generation: true,
         create_on_update: false,
@@ -328,6 +355,10 @@ pub static RESOURCES: &[ResourceType] = &[
         return_deleted: true,
         fields: &[],
     },
+    // Kruise's ImagePullJobs (pre-download for in-place updates): created by the CloneSet controller, executed by
+    // the simulated nodes (`kubelet::pulljob`).
+    image_pull_job("v1beta1"),
+    image_pull_job("v1alpha1"),
 ];
 
 /// Looks a resource up by group, version and plural name.

@@ -112,7 +112,7 @@ fn columns(rt: &ResourceType) -> Vec<Col> {
             cols.push(col("Nominated Node", "string", "", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."));
             cols.push(col("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"));
         }
-        ("apps.kruise.io", _) => cols.extend(crd_columns().iter().map(|(c, _)| Col {
+        ("apps.kruise.io", "clonesets") => cols.extend(crd_columns().iter().map(|(c, _)| Col {
             name: c.name.clone(),
             description: c.description.clone(),
             ..*c
@@ -480,7 +480,7 @@ fn cells(rt: &ResourceType, obj: &Value, now: Timestamp) -> Vec<Value> {
     let created = obj.pointer("/metadata/creationTimestamp");
     match (rt.group, rt.resource) {
         ("", "pods") => pod_cells(obj, now),
-        ("apps.kruise.io", _) => crd_cells(obj, now),
+        ("apps.kruise.io", "clonesets") => crd_cells(obj, now),
         ("", "namespaces") => vec![name, json!(s(obj, "/status/phase")), json!(age(created, now))],
         ("", "nodes") => {
             let ready = obj

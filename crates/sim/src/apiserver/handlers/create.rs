@@ -192,11 +192,17 @@ impl ApiServer {
                 }
                 pods::default_create(&mut obj);
             }
-            ("apps.kruise.io", _) => {
+            ("apps.kruise.io", "clonesets") => {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
                 }
                 obj = admit_cloneset(view, name, obj, None)?;
+            }
+            // A custom resource with a status subresource: the main endpoint drops status on create.
+            ("apps.kruise.io", _) => {
+                if let Some(o) = obj.as_object_mut() {
+                    o.remove("status");
+                }
             }
             ("", "namespaces") => {
                 if let Some(o) = obj.as_object_mut() {

@@ -17,13 +17,21 @@ pub(super) fn storage_rt(rt: &'static ResourceType) -> &'static ResourceType {
     if rt.is_new_events() {
         return resources::find("", "v1", "events").unwrap_or(rt);
     }
-    if rt.is_cloneset() {
+    if rt.is_cloneset() || rt.is_image_pull_job() {
         return resources::find(rt.group, CLONESET_STORAGE_VERSION, rt.resource).unwrap_or(rt);
     }
     rt
 }
 
-/// The CloneSet storage version (Kruise master's).
+/// An ImagePullJob in another version: its CRD converts with strategy `None`, which only rewrites `apiVersion`.
+fn with_api_version(mut v: Value, api_version: &str) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("apiVersion".into(), json!(api_version));
+    }
+    v
+}
+
+/// The CloneSet (and ImagePullJob) storage version (Kruise master's).
 pub(super) const CLONESET_STORAGE_VERSION: &str = "v1beta1";
 
 /// A CloneSet converted to `api_version` with `insitu_api::conversion` (the functions the webhook serves).
@@ -49,6 +57,8 @@ pub(super) fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
             o.insert("apiVersion".into(), json!(rt.api_version()));
         }
         convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
+    } else if rt.is_image_pull_job() {
+        with_api_version(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
     } else {
         v
     }
@@ -60,6 +70,8 @@ pub(in crate::apiserver) fn present_value(rt: &ResourceType, v: Value) -> Value 
         events::to_new(&v)
     } else if rt.is_cloneset() {
         convert_cloneset(v, &rt.api_version())
+    } else if rt.is_image_pull_job() {
+        with_api_version(v, &rt.api_version())
     } else {
         v
     }
@@ -69,7 +81,7 @@ pub(in crate::apiserver) fn present_value(rt: &ResourceType, v: Value) -> Value 
 pub(in crate::apiserver) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
     if rt.is_new_events() {
         bytes::Bytes::from(serde_json::to_vec(&events::to_new(&o.value())).unwrap_or_default())
-    } else if rt.is_cloneset() && rt.version != CLONESET_STORAGE_VERSION {
+    } else if (rt.is_cloneset() || rt.is_image_pull_job()) && rt.version != CLONESET_STORAGE_VERSION {
         bytes::Bytes::from(serde_json::to_vec(&present_value(rt, o.value())).unwrap_or_default())
     } else {
         o.bytes.clone()

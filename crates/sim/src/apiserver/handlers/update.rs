@@ -226,7 +226,7 @@ impl ApiServer {
                 }
             }
             Mode::Status => {
-                if rt.is_cloneset() || rt.group == "apiextensions.k8s.io" {
+                if rt.is_cloneset() || rt.is_image_pull_job() || rt.group == "apiextensions.k8s.io" {
                     let status = new.get("status").cloned();
                     new = old.clone();
                     if let Some(o) = new.as_object_mut() {
