@@ -4,7 +4,8 @@
 //! containers on a real-time clock and writes pod status as a kubelet does, and finalises graceful deletes.
 //! Image behaviour is configurable by glob (`--crash-image`, `--pull-fail-image`, `--exit-image`) so e2e suites
 //! can roll out a broken version. The nodes also act as kruise-daemon's container-meta controller (env from
-//! metadata restarts, `apps.kruise.io/runtime-containers-meta`) unless `--kruise-daemon false`.
+//! metadata restarts, `apps.kruise.io/runtime-containers-meta`) unless `--kruise-daemon false`, and execute
+//! Kruise's ImagePullJobs as its ImagePullJob controller and kruise-daemon would, unless `--image-pull-jobs false`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -47,6 +48,11 @@ pub struct NodesArgs {
     /// `apps.kruise.io/runtime-containers-meta` for pods with such env.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub kruise_daemon: bool,
+    /// Also execute Kruise's ImagePullJobs (`imagepulljobs.apps.kruise.io`, where served) on these nodes, as
+    /// Kruise's ImagePullJob controller and kruise-daemon do: pull the image onto the selected nodes and write
+    /// the job's status. Turn it off where Kruise's own controller runs, or in all but one `insitu nodes`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub image_pull_jobs: bool,
     /// Node lease renewal interval in seconds (0 disables heartbeats).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_seconds: u64,
@@ -91,6 +97,7 @@ impl NodesArgs {
             heartbeat: (self.heartbeat_seconds > 0).then(|| Duration::from_secs(self.heartbeat_seconds)),
             events: !self.no_events,
             kruise_daemon: self.kruise_daemon,
+            image_pull_jobs: self.image_pull_jobs,
             ..NodesConfig::default()
         })
     }
@@ -113,6 +120,7 @@ pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
             pull_fail_images = ?args.failures.pull_fail_images,
             exit_images = ?args.failures.exit_images,
             kruise_daemon = args.kruise_daemon,
+            image_pull_jobs = args.image_pull_jobs,
             "starting simulated nodes"
         );
         let mut tasks = tokio::task::JoinSet::new();

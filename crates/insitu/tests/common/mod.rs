@@ -114,10 +114,15 @@ impl Harness {
 
     /// Starts the controller (default config) on the cluster.
     pub fn start_controller(&mut self) {
+        self.start_controller_with(Config::default());
+    }
+
+    /// Starts the controller with `config` (feature gates, ...) on the cluster.
+    pub fn start_controller_with(&mut self, config: Config) {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(insitu_controller::run(
             self.client.clone(),
-            Config::default(),
+            config,
             Arc::new(insitu::simtime::SharedClock(self.cluster.clock.clone())),
             self.metrics.clone(),
             async move {

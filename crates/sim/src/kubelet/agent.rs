@@ -21,7 +21,8 @@ use super::KubeletConfig;
 use super::events::{EventSink, Regarding};
 use super::image::fnv1a;
 use super::ipam::{Plan, Pool};
-use super::node::identities;
+use super::node::{identities, node_labels};
+use super::pulljob;
 use super::runtime::{ConfigMaps, Env, KEvent, NodeRt, PodRt, add, deletion_grace};
 use super::status::{PodView, build_status};
 use crate::Clock;
@@ -31,6 +32,8 @@ const RETRY: Duration = Duration::from_secs(1);
 
 struct NodeState {
     name: String,
+    /// The node's labels (ImagePullJob node selectors match them).
+    labels: BTreeMap<String, String>,
     host_ip: String,
     rt: NodeRt,
     pool: Pool,
@@ -93,6 +96,8 @@ pub(super) struct Agent {
     /// The latest watch event of each pod on a lost node, delivered when the node is back (as the kubelet's
     /// relist after a partition shows it the latest state, not the history).
     parked: BTreeMap<String, watcher::Event<Pod>>,
+    /// The ImagePullJob executor (Kruise's ImagePullJob controller and kruise-daemon), when on.
+    jobs: Option<pulljob::Executor>,
     _tasks: tokio::task::JoinSet<()>,
 }
 
@@ -143,6 +148,7 @@ impl Agent {
         let nodes: Vec<NodeState> = identities(&config)
             .into_iter()
             .map(|id| NodeState {
+                labels: node_labels(&id, &config),
                 name: id.name,
                 host_ip: id.host_ip,
                 rt: NodeRt::with_allocatable(&config.capacity),
@@ -164,7 +170,18 @@ impl Agent {
         });
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let lost_rx = config.lost.subscribe();
+        let jobs = config.image_pull_jobs.then(|| {
+            let sink = config.events.then(|| {
+                let (sink, task) = EventSink::spawn(client.clone(), "kruise-daemon-imagepuller", 4096);
+                tasks.spawn(async move {
+                    let _ = task.await;
+                });
+                sink
+            });
+            pulljob::Executor::new(client.clone(), sink)
+        });
         Self {
+            jobs,
             sem: Arc::new(Semaphore::new(config.max_inflight_writes.max(1))),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             client,
@@ -201,8 +218,13 @@ impl Agent {
             .default_backoff()
             .boxed();
         self.on_lost_changed();
+        let mut job_stream = match self.jobs {
+            Some(_) => pulljob::stream(self.client.clone(), self.clock.clone()),
+            None => futures::stream::pending().boxed(),
+        };
         loop {
-            let next_timer = self.timers.keys().next().map(|(t, _)| *t);
+            let job_timer = self.jobs.as_ref().and_then(pulljob::Executor::deadline);
+            let next_timer = self.timers.keys().next().map(|(t, _)| *t).into_iter().chain(job_timer).min();
             let sleep = next_timer.map(|t| self.clock.sleep(super::runtime::since(t, self.clock.now())));
             tokio::select! {
                 biased;
@@ -217,12 +239,48 @@ impl Agent {
                     Ok(ev) => self.on_config_map(ev),
                     Err(e) => tracing::debug!(error = %e, "kubelet configmap watch error"),
                 },
+                Some(ev) = job_stream.next() => {
+                    if let Some(jobs) = &mut self.jobs {
+                        jobs.on_event(ev);
+                    }
+                }
+                Some(done) = pulljob::recv(self.jobs.as_mut()) => {
+                    let now = self.clock.now();
+                    if let Some(jobs) = &mut self.jobs {
+                        jobs.on_done(done, now);
+                    }
+                }
                 () = async { match sleep { Some(s) => s.await, None => std::future::pending().await } } => {
                     let now = self.clock.now().max(next_timer.unwrap_or(Timestamp::UNIX_EPOCH));
                     self.on_timers(now);
                 }
             }
+            self.run_jobs();
         }
+    }
+
+    /// Reconciles the ImagePullJobs that are due, over the nodes' image stores and the pods they run.
+    fn run_jobs(&mut self) {
+        let now = self.clock.now();
+        let Some(jobs) = self.jobs.as_mut().filter(|j| j.due(now)) else {
+            return;
+        };
+        let (pods, pod_nodes) = self.pods.values().map(|e| (&e.pod, e.node)).unzip();
+        let mut world = pulljob::World {
+            nodes: self
+                .nodes
+                .iter_mut()
+                .map(|n| pulljob::NodeRef {
+                    name: &n.name,
+                    labels: &n.labels,
+                    rt: &mut n.rt,
+                })
+                .collect(),
+            pods,
+            pod_nodes,
+            images: &self.config.images,
+        };
+        jobs.run_due(now, &mut world);
     }
 
     fn on_watch(&mut self, ev: watcher::Event<Pod>) {
@@ -260,8 +318,16 @@ impl Agent {
                     }
                 }
             }
-            watcher::Event::Apply(p) => self.on_apply(p),
+            watcher::Event::Apply(p) => {
+                if let Some(jobs) = &mut self.jobs {
+                    jobs.pods_changed(p.metadata.namespace.as_deref().unwrap_or_default());
+                }
+                self.on_apply(p);
+            }
             watcher::Event::Delete(p) => {
+                if let Some(jobs) = &mut self.jobs {
+                    jobs.pods_changed(p.metadata.namespace.as_deref().unwrap_or_default());
+                }
                 let key = key_of(&p);
                 if self
                     .pods

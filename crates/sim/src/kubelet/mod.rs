@@ -6,6 +6,7 @@ pub mod image;
 pub mod ipam;
 pub mod lost;
 pub mod node;
+mod pulljob;
 pub mod resize;
 pub mod runtime;
 pub mod status;
@@ -74,6 +75,10 @@ pub struct KubeletConfig {
     pub kruise_daemon: bool,
     /// Nodes cut off from the apiserver (node loss); empty unless a test or `insitu torture` loses one.
     pub lost: LostNodes,
+    /// Also execute Kruise's ImagePullJobs on these nodes, as Kruise's ImagePullJob controller and each node's
+    /// kruise-daemon would (`pulljob`): only where the server serves `imagepulljobs.apps.kruise.io`, and in one
+    /// process per cluster (two would write each other's job status over their own nodes).
+    pub image_pull_jobs: bool,
 }
 
 impl Default for KubeletConfig {
@@ -92,6 +97,7 @@ impl Default for KubeletConfig {
             max_inflight_writes: 64,
             kruise_daemon: true,
             lost: LostNodes::default(),
+            image_pull_jobs: true,
         }
     }
 }

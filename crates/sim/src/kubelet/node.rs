@@ -145,7 +145,8 @@ fn node_status(
     }
 }
 
-fn node_object(id: &NodeIdentity, config: &KubeletConfig, now: Timestamp) -> Node {
+/// The labels a node registers with (kubelet's well-known labels, the sim's, the configured extras).
+pub fn node_labels(id: &NodeIdentity, config: &KubeletConfig) -> BTreeMap<String, String> {
     let mut labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", id.name.as_str()),
         ("kubernetes.io/os", "linux"),
@@ -158,10 +159,14 @@ fn node_object(id: &NodeIdentity, config: &KubeletConfig, now: Timestamp) -> Nod
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     labels.extend(config.node_labels.clone());
+    labels
+}
+
+fn node_object(id: &NodeIdentity, config: &KubeletConfig, now: Timestamp) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(id.name.clone()),
-            labels: Some(labels),
+            labels: Some(node_labels(id, config)),
             ..Default::default()
         },
         spec: Some(NodeSpec {

@@ -109,9 +109,15 @@ impl NodeRt {
         rt
     }
 
-    /// Marks an image as present on the node.
+    /// Marks an image as present on the node from `at` on (a pull under way ends then); an earlier time stays.
     pub fn mark_present(&mut self, image: &str, at: Timestamp) {
-        self.present.entry(normalize_image(image)).or_insert(at);
+        let t = self.present.entry(normalize_image(image)).or_insert(at);
+        *t = (*t).min(at);
+    }
+
+    /// When the image is (or, for a pull under way, will be) present on the node.
+    pub fn present_at(&self, image: &str) -> Option<Timestamp> {
+        self.present.get(&normalize_image(image)).copied()
     }
 }
 

@@ -1,0 +1,108 @@
+//! Image pre-download for in-place updates end to end on virtual time: the controller creates the ImagePullJob
+//! (Kruise's `PreDownloadImageForInPlaceUpdate`), the simulated nodes execute it, and the rollout's later
+//! batches start the new image without pulling it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, cloneset, run};
+use insitu_controller::Config;
+use insitu_core::FeatureGates;
+use insitu_sim::cluster::SimConfig;
+use insitu_sim::kubelet::{ImageProfile, ImageProfiles};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde_json::Value;
+
+const NEW: &str = "nginx:1.20.0";
+
+fn jobs_api(h: &Harness) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "apps.kruise.io".into(),
+        version: "v1beta1".into(),
+        api_version: "apps.kruise.io/v1beta1".into(),
+        kind: "ImagePullJob".into(),
+        plural: "imagepulljobs".into(),
+    };
+    Api::namespaced_with(h.client.clone(), "default", &ar)
+}
+
+#[test]
+fn later_batches_start_the_pre_downloaded_image_without_pulling() {
+    run(async {
+        // The new image takes 30 s to pull; 6 pods on 3 nodes, one pod updated at a time.
+        let images = ImageProfiles::default().with(
+            NEW,
+            ImageProfile {
+                pull: Duration::from_secs(30),
+                ..ImageProfile::default()
+            },
+        );
+        let mut h = Harness::without_controller_with(SimConfig {
+            nodes: 3,
+            seed: 5,
+            images,
+            ..SimConfig::default()
+        })
+        .await;
+        let gates = FeatureGates::parse("PreDownloadImageForInPlaceUpdate=true").expect("gates");
+        h.start_controller_with(Config {
+            gates,
+            ..Config::default()
+        });
+        let mut cs = cloneset("web", 6);
+        cs.metadata.annotations = Some(
+            [(
+                "apps.kruise.io/image-predownload-parallelism".to_string(),
+                "3".to_string(),
+            )]
+            .into(),
+        );
+        h.create(&cs).await;
+        h.wait_ready("web", 6, Some("nginx:1.19.0"), 300).await;
+
+        h.set_image("web", NEW).await;
+        // The job pulls onto the 3 nodes at once (parallelism 3) and succeeds there.
+        let jobs = jobs_api(&h);
+        let mut status = Value::Null;
+        h.wait_for("the ImagePullJob succeeded on 3 nodes", 120, || async {
+            let list = jobs.list(&ListParams::default()).await.expect("list jobs");
+            status = list
+                .items
+                .first()
+                .and_then(|j| j.data.get("status").cloned())
+                .unwrap_or(Value::Null);
+            status.get("succeeded").and_then(Value::as_i64) == Some(3)
+        })
+        .await;
+        assert_eq!(status["desired"], 3, "{status}");
+        assert_eq!(status["message"], "job has completed", "{status}");
+
+        h.wait_ready("web", 6, Some(NEW), 900).await;
+        // The kubelet's events for the new image: only the first batch's pod pulled it (sharing the job's
+        // pull under way on its node); every later pod found it already present.
+        let events: Api<Event> = Api::namespaced(h.client.clone(), "default");
+        let evs = events.list(&ListParams::default()).await.expect("events").items;
+        let pods = h.pods("web").await;
+        let mut pulled = Vec::new();
+        let mut present = Vec::new();
+        for p in &pods {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let mine = evs
+                .iter()
+                .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
+                .filter_map(|e| e.message.as_deref());
+            for m in mine {
+                if m == format!("Pulling image \"{NEW}\"") {
+                    pulled.push(name.clone());
+                } else if m == format!("Container image \"{NEW}\" already present on machine") {
+                    present.push(name.clone());
+                }
+            }
+        }
+        assert!(pulled.len() <= 1, "pods that pulled {NEW}: {pulled:?}");
+        assert_eq!(present.len() + pulled.len(), 6, "present {present:?}, pulled {pulled:?}");
+        h.stop();
+    });
+}
