@@ -342,8 +342,7 @@ impl Executor {
             let mut outcome = Outcome::Failed("too many conflicts".into());
             for _ in 0..5 {
                 obj.data["status"] = status.clone();
-                let body = serde_json::to_vec(&obj).unwrap_or_default();
-                match api.replace_status(&name, &PostParams::default(), body).await {
+                match api.replace_status(&name, &PostParams::default(), &obj).await {
                     Ok(o) => {
                         outcome = Outcome::Written(Box::new(o));
                         break;
@@ -541,7 +540,7 @@ fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
         t.reported = true;
         if let Some(sink) = sink {
             let message = format!("Image {image} {}", t.outcome.message);
-            sink.record(t.outcome.done_at, &reg, None, true, "PullImageFailed", message, Some(node));
+            sink.record(t.outcome.done_at, &reg, None, true, "PullImageFailed", message, Some(node.as_str()));
         }
     }
 }
