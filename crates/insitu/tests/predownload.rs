@@ -102,7 +102,11 @@ fn later_batches_start_the_pre_downloaded_image_without_pulling() {
             }
         }
         assert!(pulled.len() <= 1, "pods that pulled {NEW}: {pulled:?}");
-        assert_eq!(present.len() + pulled.len(), 6, "present {present:?}, pulled {pulled:?}");
+        assert_eq!(
+            present.len() + pulled.len(),
+            6,
+            "present {present:?}, pulled {pulled:?}"
+        );
         h.stop();
     });
 }

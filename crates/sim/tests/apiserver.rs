@@ -1017,7 +1017,16 @@ async fn kubectl_shapes_discovery_tables_version() {
         .as_array()
         .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(names, vec!["clonesets", "clonesets/status", "clonesets/scale"]);
+    assert_eq!(
+        names,
+        vec![
+            "clonesets",
+            "clonesets/status",
+            "clonesets/scale",
+            "imagepulljobs",
+            "imagepulljobs/status"
+        ]
+    );
     let (code, ct, _) = raw(
         &s,
         "GET",

@@ -51,7 +51,9 @@ async fn start() -> (SimCluster, Arc<SimClock>) {
         images,
         ..SimConfig::default()
     };
-    let cluster = SimCluster::start(config, clock.clone()).await.expect("cluster starts");
+    let cluster = SimCluster::start(config, clock.clone())
+        .await
+        .expect("cluster starts");
     (cluster, clock)
 }
 
@@ -64,7 +66,9 @@ async fn create_job(client: &kube::Client, version: &str, name: &str, spec: Valu
         "spec": spec,
     }))
     .expect("job object");
-    api.create(&PostParams::default(), &obj).await.expect("create job")
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create job")
 }
 
 /// Polls the job's status (every 500 ms of cluster time) until `pred` holds; returns it and the time taken.
@@ -104,7 +108,12 @@ async fn reasons(client: &kube::Client, name: &str) -> Vec<(String, String)> {
         .into_iter()
         .filter(|e| e.involved_object.name.as_deref() == Some(name))
         .collect();
-    evs.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0).or(e.first_timestamp.as_ref().map(|t| t.0)));
+    evs.sort_by_key(|e| {
+        e.event_time
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.first_timestamp.as_ref().map(|t| t.0))
+    });
     evs.into_iter()
         .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect()
@@ -122,18 +131,27 @@ async fn a_job_pulls_onto_every_node_and_a_later_pod_skips_the_pull() {
         json!({"image": "nginx:1.27", "completionPolicy": {"type": "Always"}}),
     )
     .await;
-    let (running, _) = wait_status(&client, &clock, "pre", "one node pulling", |s| n(s, "active") == 1).await;
+    let (running, _) = wait_status(&client, &clock, "pre", "one node pulling", |s| {
+        n(s, "active") == 1
+    })
+    .await;
     assert_eq!(n(&running, "desired"), 3, "{running}");
     assert!(running.get("startTime").is_some(), "{running}");
     let (done, secs) = wait_status(&client, &clock, "pre", "succeeded=3", |s| n(s, "succeeded") == 3).await;
     assert_eq!((n(&done, "active"), n(&done, "failed")), (0, 0), "{done}");
     assert_eq!(done["message"], "job has completed");
     assert!(done.get("completionTime").is_some(), "{done}");
-    assert!((55.0..70.0).contains(&secs), "3 sequential 20 s pulls took {secs} s");
+    assert!(
+        (55.0..70.0).contains(&secs),
+        "3 sequential 20 s pulls took {secs} s"
+    );
     // v1alpha1 and v1beta1 are views of one object.
     let alpha: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ipj("v1alpha1"));
     let a = alpha.get("pre").await.expect("v1alpha1 view");
-    assert_eq!(a.types.map(|t| t.api_version), Some("apps.kruise.io/v1alpha1".to_string()));
+    assert_eq!(
+        a.types.map(|t| t.api_version),
+        Some("apps.kruise.io/v1alpha1".to_string())
+    );
 
     // A pod on a node the job pulled onto: the kubelet finds the image present.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -143,23 +161,35 @@ async fn a_job_pulls_onto_every_node_and_a_later_pod_skips_the_pull() {
         "spec": {"nodeName": "sim-node-1", "containers": [{"name": "c", "image": "nginx:1.27"}]}
     }))
     .expect("pod");
-    pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
     let t0 = clock.now();
     loop {
         let p = pods.get("web").await.expect("pod");
-        let ready = p.status.and_then(|s| s.container_statuses).is_some_and(|c| c.iter().all(|c| c.ready));
+        let ready = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .is_some_and(|c| c.iter().all(|c| c.ready));
         if ready {
             break;
         }
-        assert!(clock.now().duration_since(t0).as_secs_f64() < 30.0, "pod not ready in 30 s");
+        assert!(
+            clock.now().duration_since(t0).as_secs_f64() < 30.0,
+            "pod not ready in 30 s"
+        );
         clock.sleep(Duration::from_millis(100)).await;
     }
     let took = clock.now().duration_since(t0).as_secs_f64();
-    assert!(took < 5.0, "a pre-pulled image starts without the 20 s pull: {took} s");
+    assert!(
+        took < 5.0,
+        "a pre-pulled image starts without the 20 s pull: {took} s"
+    );
     clock.sleep(Duration::from_secs(1)).await;
     let evs = reasons(&client, "web").await;
     assert!(
-        evs.iter().any(|(r, m)| r == "Pulled" && m == "Container image \"nginx:1.27\" already present on machine"),
+        evs.iter()
+            .any(|(r, m)| r == "Pulled" && m == "Container image \"nginx:1.27\" already present on machine"),
         "{evs:?}"
     );
     assert!(!evs.iter().any(|(r, _)| r == "Pulling"), "{evs:?}");
@@ -179,7 +209,11 @@ async fn a_failing_image_counts_failed_nodes() {
     )
     .await;
     let (st, secs) = wait_status(&client, &clock, "bad", "failed=2", |s| n(s, "failed") == 2).await;
-    assert_eq!((n(&st, "desired"), n(&st, "succeeded"), n(&st, "active")), (2, 0, 0), "{st}");
+    assert_eq!(
+        (n(&st, "desired"), n(&st, "succeeded"), n(&st, "active")),
+        (2, 0, 0),
+        "{st}"
+    );
     assert_eq!(st["failedNodes"], json!(["sim-node-0", "sim-node-2"]));
     assert_eq!(st["message"], "job has completed");
     // Two 2 s attempts with kruise-daemon's 1 s and 2 s back-offs: 7 s.
@@ -187,13 +221,24 @@ async fn a_failing_image_counts_failed_nodes() {
     let evs = reasons(&client, "bad").await;
     let failed: Vec<_> = evs.iter().filter(|(r, _)| r == "PullImageFailed").collect();
     assert_eq!(failed.len(), 2, "{evs:?}");
-    assert!(failed[0].1.starts_with("Image docker.io/library/broken:1 rpc error: code = NotFound"), "{evs:?}");
+    assert!(
+        failed[0]
+            .1
+            .starts_with("Image docker.io/library/broken:1 rpc error: code = NotFound"),
+        "{evs:?}"
+    );
     // ttlSecondsAfterFinished: the finished job is deleted 30 s later.
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ipj("v1beta1"));
     clock.sleep(Duration::from_secs(25)).await;
-    assert!(api.get_opt("bad").await.expect("get").is_some(), "kept until its TTL");
+    assert!(
+        api.get_opt("bad").await.expect("get").is_some(),
+        "kept until its TTL"
+    );
     clock.sleep(Duration::from_secs(10)).await;
-    assert!(api.get_opt("bad").await.expect("get").is_none(), "deleted after its TTL");
+    assert!(
+        api.get_opt("bad").await.expect("get").is_none(),
+        "deleted after its TTL"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -209,7 +254,9 @@ async fn pod_selector_never_and_active_deadline() {
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox:1"}]}
         }))
         .expect("pod");
-        pods.create(&PostParams::default(), &pod).await.expect("create pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
     }
     create_job(
         &client,
@@ -218,9 +265,15 @@ async fn pod_selector_never_and_active_deadline() {
         json!({"image": "nginx:2", "podSelector": {"matchLabels": {"app": "a"}}, "completionPolicy": {"type": "Never"}}),
     )
     .await;
-    let (st, _) = wait_status(&client, &clock, "by-pod", "succeeded=1", |s| n(s, "succeeded") == 1).await;
+    let (st, _) = wait_status(&client, &clock, "by-pod", "succeeded=1", |s| {
+        n(s, "succeeded") == 1
+    })
+    .await;
     assert_eq!(n(&st, "desired"), 1, "{st}");
-    assert!(st.get("completionTime").is_none(), "Never does not complete: {st}");
+    assert!(
+        st.get("completionTime").is_none(),
+        "Never does not complete: {st}"
+    );
     assert_eq!(st["message"], "job is running, progress 100.0%");
     // A matching pod lands on another node: the job follows it there.
     let pod: Pod = serde_json::from_value(json!({
@@ -229,8 +282,13 @@ async fn pod_selector_never_and_active_deadline() {
         "spec": {"nodeName": "sim-node-2", "containers": [{"name": "c", "image": "busybox:1"}]}
     }))
     .expect("pod");
-    pods.create(&PostParams::default(), &pod).await.expect("create pod");
-    let (st, _) = wait_status(&client, &clock, "by-pod", "succeeded=2", |s| n(s, "succeeded") == 2).await;
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    let (st, _) = wait_status(&client, &clock, "by-pod", "succeeded=2", |s| {
+        n(s, "succeeded") == 2
+    })
+    .await;
     assert_eq!(n(&st, "desired"), 2, "{st}");
 
     // activeDeadlineSeconds 30 over 3 nodes one at a time (20 s each): the job ends at 30 s with the rest failed.
@@ -241,8 +299,10 @@ async fn pod_selector_never_and_active_deadline() {
         json!({"image": "nginx:3", "completionPolicy": {"type": "Always", "activeDeadlineSeconds": 30}}),
     )
     .await;
-    let (st, secs) =
-        wait_status(&client, &clock, "short", "completed", |s| s.get("completionTime").is_some()).await;
+    let (st, secs) = wait_status(&client, &clock, "short", "completed", |s| {
+        s.get("completionTime").is_some()
+    })
+    .await;
     assert_eq!(st["message"], "job exceeds activeDeadlineSeconds");
     assert_eq!((n(&st, "succeeded"), n(&st, "failed")), (1, 2), "{st}");
     assert!((29.0..33.0).contains(&secs), "deadline hit after {secs} s");

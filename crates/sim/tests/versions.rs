@@ -211,6 +211,16 @@ async fn discovery_serves_both_versions_v1beta1_preferred() {
             .as_array()
             .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
             .unwrap_or_default();
-        assert_eq!(names, ["clonesets", "clonesets/status", "clonesets/scale"], "{v}");
+        assert_eq!(
+            names,
+            [
+                "clonesets",
+                "clonesets/status",
+                "clonesets/scale",
+                "imagepulljobs",
+                "imagepulljobs/status"
+            ],
+            "{v}"
+        );
     }
 }

@@ -224,7 +224,14 @@ impl Agent {
         };
         loop {
             let job_timer = self.jobs.as_ref().and_then(pulljob::Executor::deadline);
-            let next_timer = self.timers.keys().next().map(|(t, _)| *t).into_iter().chain(job_timer).min();
+            let next_timer = self
+                .timers
+                .keys()
+                .next()
+                .map(|(t, _)| *t)
+                .into_iter()
+                .chain(job_timer)
+                .min();
             let sleep = next_timer.map(|t| self.clock.sleep(super::runtime::since(t, self.clock.now())));
             tokio::select! {
                 biased;

@@ -43,7 +43,7 @@ const RETRY: Duration = Duration::from_secs(1);
 /// What the job stream yields: the served version once, then the watch.
 pub(super) enum JobEvent {
     Served(ApiResource),
-    Watch(Result<watcher::Event<DynamicObject>, watcher::Error>),
+    Watch(Box<Result<watcher::Event<DynamicObject>, watcher::Error>>),
 }
 
 fn resource(version: &str) -> ApiResource {
@@ -78,7 +78,7 @@ pub(super) fn stream(client: Client, clock: Arc<dyn Clock>) -> BoxStream<'static
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
             let watch = watcher(api, watcher::Config::default())
                 .default_backoff()
-                .map(JobEvent::Watch);
+                .map(|e| JobEvent::Watch(Box::new(e)));
             futures::stream::once(std::future::ready(JobEvent::Served(ar))).chain(watch)
         })
         .boxed()
@@ -189,7 +189,9 @@ impl Executor {
 
     /// A write finished: take the object it returned; a failed one is retried after [`RETRY`].
     pub(super) fn on_done(&mut self, done: Done, now: Timestamp) {
-        let Some(job) = self.jobs.get_mut(&done.key) else { return };
+        let Some(job) = self.jobs.get_mut(&done.key) else {
+            return;
+        };
         if job.obj.uid().as_deref() != Some(done.uid.as_str()) {
             return;
         }
@@ -220,22 +222,22 @@ impl Executor {
                 tracing::info!(version = %ar.api_version, "executing ImagePullJobs on the simulated nodes");
                 self.resource = Some(ar);
             }
-            JobEvent::Watch(Err(e)) => tracing::debug!(error = %e, "ImagePullJob watch error"),
-            JobEvent::Watch(Ok(ev)) => match ev {
-                watcher::Event::Init => self.relist = Some(HashSet::new()),
-                watcher::Event::InitApply(o) => {
+            JobEvent::Watch(ev) => match *ev {
+                Err(e) => tracing::debug!(error = %e, "ImagePullJob watch error"),
+                Ok(watcher::Event::Init) => self.relist = Some(HashSet::new()),
+                Ok(watcher::Event::InitApply(o)) => {
                     if let Some(seen) = &mut self.relist {
                         seen.insert(key_of(&o));
                     }
                     self.apply(o);
                 }
-                watcher::Event::InitDone => {
+                Ok(watcher::Event::InitDone) => {
                     if let Some(seen) = self.relist.take() {
                         self.jobs.retain(|k, _| seen.contains(k));
                     }
                 }
-                watcher::Event::Apply(o) => self.apply(o),
-                watcher::Event::Delete(o) => {
+                Ok(watcher::Event::Apply(o)) => self.apply(o),
+                Ok(watcher::Event::Delete(o)) => {
                     let key = key_of(&o);
                     if self.jobs.get(&key).is_some_and(|j| j.obj.uid() == o.uid()) {
                         self.jobs.remove(&key);
@@ -453,7 +455,12 @@ fn step(key: &str, job: &mut Job, now: Timestamp, world: &mut World<'_>, events:
     let status = loop {
         let states: Vec<(&str, NodeState)> = targets
             .iter()
-            .map(|&i| (world.nodes[i].name, state(job.tasks.get(world.nodes[i].name), now)))
+            .map(|&i| {
+                (
+                    world.nodes[i].name,
+                    state(job.tasks.get(world.nodes[i].name), now),
+                )
+            })
             .collect();
         let (status, not_synced) = model::calculate(&job.spec, start, now, &states);
         let n = model::to_sync(&job.spec, &status, not_synced.len());
@@ -526,7 +533,12 @@ fn next_wake(job: &Job, status: &JobStatus, now: Timestamp) -> Option<Timestamp>
 /// kruise-daemon's `PullImageFailed` Warning on the job (its owner) when a node's pull has failed.
 fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
     let reg = Regarding {
-        api_version: job.obj.types.as_ref().map(|t| t.api_version.clone()).unwrap_or_default(),
+        api_version: job
+            .obj
+            .types
+            .as_ref()
+            .map(|t| t.api_version.clone())
+            .unwrap_or_default(),
         kind: "ImagePullJob".into(),
         namespace: job.obj.namespace().unwrap_or_default(),
         name: job.obj.name_any(),
@@ -540,7 +552,15 @@ fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
         t.reported = true;
         if let Some(sink) = sink {
             let message = format!("Image {image} {}", t.outcome.message);
-            sink.record(t.outcome.done_at, &reg, None, true, "PullImageFailed", message, Some(node.as_str()));
+            sink.record(
+                t.outcome.done_at,
+                &reg,
+                None,
+                true,
+                "PullImageFailed",
+                message,
+                Some(node.as_str()),
+            );
         }
     }
 }

@@ -67,14 +67,25 @@ impl JobSpec {
         let pull = spec.get("pullPolicy");
         let completion = spec.get("completionPolicy");
         Self {
-            image: spec.get("image").and_then(Value::as_str).unwrap_or_default().to_string(),
-            selector: spec.get("selector").filter(|v| !v.is_null()).map(|s| NodeSelector {
-                names: s.get("names").and_then(Value::as_array).map(|a| {
-                    a.iter().filter_map(Value::as_str).map(str::to_string).collect()
+            image: spec
+                .get("image")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            selector: spec
+                .get("selector")
+                .filter(|v| !v.is_null())
+                .map(|s| NodeSelector {
+                    names: s
+                        .get("names")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()),
+                    labels: label_selector(s),
                 }),
-                labels: label_selector(s),
-            }),
-            pod_selector: spec.get("podSelector").filter(|v| !v.is_null()).map(label_selector),
+            pod_selector: spec
+                .get("podSelector")
+                .filter(|v| !v.is_null())
+                .map(label_selector),
             parallelism: spec.get("parallelism").map_or(1, int_value),
             timeout_seconds: int(pull.and_then(|p| p.get("timeoutSeconds"))),
             backoff_limit: int(pull.and_then(|p| p.get("backoffLimit"))),
@@ -141,7 +152,9 @@ pub fn targets<'a>(
         (0..nodes.len())
             .filter(|&i| match &spec.selector {
                 None => true,
-                Some(NodeSelector { names: Some(names), .. }) => names.iter().any(|n| n == nodes[i].name),
+                Some(NodeSelector {
+                    names: Some(names), ..
+                }) => names.iter().any(|n| n == nodes[i].name),
                 Some(s) => selector_matches(&s.labels, nodes[i].labels),
             })
             .collect()
@@ -213,7 +226,11 @@ pub fn run_pull(i: &PullInput<'_>) -> PullOutcome {
             }
         } else {
             let d = i.present.map_or(i.pull, |p| since(p, t).min(i.pull));
-            if d <= once { Ok(add(t, d)) } else { Err((add(t, once), canceled)) }
+            if d <= once {
+                Ok(add(t, d))
+            } else {
+                Err((add(t, once), canceled))
+            }
         };
         match ends {
             Ok(at) => {

@@ -45,9 +45,18 @@ fn targets_follow_kruise_selection() {
     let l = |k: &str| BTreeMap::from([("zone".to_string(), k.to_string())]);
     let (a, b, c) = (l("a"), l("b"), l("a"));
     let nodes = [
-        NodeInfo { name: "n2", labels: &a },
-        NodeInfo { name: "n0", labels: &b },
-        NodeInfo { name: "n1", labels: &c },
+        NodeInfo {
+            name: "n2",
+            labels: &a,
+        },
+        NodeInfo {
+            name: "n0",
+            labels: &b,
+        },
+        NodeInfo {
+            name: "n1",
+            labels: &c,
+        },
     ];
     let none = || std::iter::empty::<PodInfo<'static>>();
     // No selector: every node (in name order).
@@ -142,16 +151,28 @@ fn status_as_kruise_calculates_it() {
         &s,
         None,
         t0(),
-        &[("a", NodeState::Succeeded), ("b", NodeState::Pulling), ("c", NodeState::NotSynced)],
+        &[
+            ("a", NodeState::Succeeded),
+            ("b", NodeState::Pulling),
+            ("c", NodeState::NotSynced),
+        ],
     );
     assert_eq!((st.desired, st.active, st.succeeded, st.failed), (3, 1, 1, 0));
     assert_eq!(st.message, "job is running, progress 33.3%");
     assert_eq!(st.start_time, Some(t0()));
     assert_eq!(not_synced, ["c"]);
     assert_eq!(to_sync(&s, &st, not_synced.len()), 1);
-    let (done, _) = calculate(&s, Some(t0()), at(9), &[("b", NodeState::Failed), ("a", NodeState::Succeeded)]);
+    let (done, _) = calculate(
+        &s,
+        Some(t0()),
+        at(9),
+        &[("b", NodeState::Failed), ("a", NodeState::Succeeded)],
+    );
     assert_eq!(done.completion_time, Some(at(9)));
-    assert_eq!((done.message.as_str(), done.failed_nodes.clone()), ("job has completed", vec!["b".to_string()]));
+    assert_eq!(
+        (done.message.as_str(), done.failed_nodes.clone()),
+        ("job has completed", vec!["b".to_string()])
+    );
     assert_eq!(
         done.to_json(),
         json!({"desired": 2, "active": 0, "succeeded": 1, "failed": 1, "startTime": "2026-01-01T00:00:00Z",
@@ -161,14 +182,21 @@ fn status_as_kruise_calculates_it() {
     assert_eq!(calculate(&s, None, t0(), &[]).0.message, "job has completed");
     let never = spec(json!({"image": "x", "completionPolicy": {"type": "Never"}}));
     let (st, _) = calculate(&never, None, t0(), &[]);
-    assert_eq!((st.completion_time, st.message.as_str()), (None, "job is running, no progress"));
+    assert_eq!(
+        (st.completion_time, st.message.as_str()),
+        (None, "job is running, no progress")
+    );
     // activeDeadlineSeconds: what is not done fails.
     let dl = spec(json!({"image": "x", "completionPolicy": {"type": "Always", "activeDeadlineSeconds": 30}}));
     let (st, rest) = calculate(
         &dl,
         Some(t0()),
         at(30),
-        &[("a", NodeState::Succeeded), ("b", NodeState::Pulling), ("c", NodeState::NotSynced)],
+        &[
+            ("a", NodeState::Succeeded),
+            ("b", NodeState::Pulling),
+            ("c", NodeState::NotSynced),
+        ],
     );
     assert_eq!((st.succeeded, st.failed, st.active), (1, 2, 0));
     assert_eq!(st.failed_nodes, ["b", "c"]);
