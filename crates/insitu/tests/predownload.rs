@@ -28,85 +28,113 @@ fn jobs_api(h: &Harness) -> Api<DynamicObject> {
     Api::namespaced_with(h.client.clone(), "default", &ar)
 }
 
+/// Rolls `web` (6 pods, 3 nodes, one pod at a time, pre-download parallelism 3) from nginx:1.19.0 to NEW
+/// (a 30 s pull); returns the pods whose kubelet pulled NEW and those that found it already present, and the
+/// ImagePullJob's status once it succeeded on the 3 nodes (when `executor`).
+async fn roll(executor: bool) -> (Vec<String>, Vec<String>, Value) {
+    let images = ImageProfiles::default().with(
+        NEW,
+        ImageProfile {
+            pull: Duration::from_secs(30),
+            ..ImageProfile::default()
+        },
+    );
+    let mut h = Harness::without_controller_with(SimConfig {
+        nodes: 3,
+        seed: 5,
+        images,
+        image_pull_jobs: executor,
+        ..SimConfig::default()
+    })
+    .await;
+    let gates = FeatureGates::parse("PreDownloadImageForInPlaceUpdate=true").expect("gates");
+    h.start_controller_with(Config {
+        gates,
+        ..Config::default()
+    });
+    let mut cs = cloneset("web", 6);
+    cs.metadata.annotations = Some(
+        [(
+            "apps.kruise.io/image-predownload-parallelism".to_string(),
+            "3".to_string(),
+        )]
+        .into(),
+    );
+    h.create(&cs).await;
+    h.wait_ready("web", 6, Some("nginx:1.19.0"), 300).await;
+
+    h.set_image("web", NEW).await;
+    // The job pulls onto the 3 nodes at once (parallelism 3) and succeeds there.
+    let jobs = jobs_api(&h);
+    let mut status = Value::Null;
+    for _ in 0..120 {
+        let list = jobs.list(&ListParams::default()).await.expect("list jobs");
+        status = list
+            .items
+            .first()
+            .and_then(|j| j.data.get("status").cloned())
+            .unwrap_or(Value::Null);
+        if !executor && !list.items.is_empty() {
+            break;
+        }
+        if status.get("succeeded").and_then(Value::as_i64) == Some(3) {
+            break;
+        }
+        h.sleep(1).await;
+    }
+
+    h.wait_ready("web", 6, Some(NEW), 900).await;
+    let events: Api<Event> = Api::namespaced(h.client.clone(), "default");
+    let evs = events.list(&ListParams::default()).await.expect("events").items;
+    let pods = h.pods("web").await;
+    let (mut pulled, mut present) = (Vec::new(), Vec::new());
+    for p in &pods {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let mine = evs
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
+            .filter_map(|e| e.message.as_deref());
+        for m in mine {
+            if m == format!("Pulling image \"{NEW}\"") {
+                pulled.push(name.clone());
+            } else if m == format!("Container image \"{NEW}\" already present on machine") {
+                present.push(name.clone());
+            }
+        }
+    }
+    h.stop();
+    (pulled, present, status)
+}
+
 #[test]
 fn later_batches_start_the_pre_downloaded_image_without_pulling() {
     run(async {
-        // The new image takes 30 s to pull; 6 pods on 3 nodes, one pod updated at a time.
-        let images = ImageProfiles::default().with(
-            NEW,
-            ImageProfile {
-                pull: Duration::from_secs(30),
-                ..ImageProfile::default()
-            },
+        let (pulled, present, status) = roll(true).await;
+        assert_eq!(
+            status["succeeded"], 3,
+            "the ImagePullJob succeeds on the 3 nodes: {status}"
         );
-        let mut h = Harness::without_controller_with(SimConfig {
-            nodes: 3,
-            seed: 5,
-            images,
-            ..SimConfig::default()
-        })
-        .await;
-        let gates = FeatureGates::parse("PreDownloadImageForInPlaceUpdate=true").expect("gates");
-        h.start_controller_with(Config {
-            gates,
-            ..Config::default()
-        });
-        let mut cs = cloneset("web", 6);
-        cs.metadata.annotations = Some(
-            [(
-                "apps.kruise.io/image-predownload-parallelism".to_string(),
-                "3".to_string(),
-            )]
-            .into(),
-        );
-        h.create(&cs).await;
-        h.wait_ready("web", 6, Some("nginx:1.19.0"), 300).await;
-
-        h.set_image("web", NEW).await;
-        // The job pulls onto the 3 nodes at once (parallelism 3) and succeeds there.
-        let jobs = jobs_api(&h);
-        let mut status = Value::Null;
-        h.wait_for("the ImagePullJob succeeded on 3 nodes", 120, || async {
-            let list = jobs.list(&ListParams::default()).await.expect("list jobs");
-            status = list
-                .items
-                .first()
-                .and_then(|j| j.data.get("status").cloned())
-                .unwrap_or(Value::Null);
-            status.get("succeeded").and_then(Value::as_i64) == Some(3)
-        })
-        .await;
         assert_eq!(status["desired"], 3, "{status}");
         assert_eq!(status["message"], "job has completed", "{status}");
-
-        h.wait_ready("web", 6, Some(NEW), 900).await;
-        // The kubelet's events for the new image: only the first batch's pod pulled it (sharing the job's
-        // pull under way on its node); every later pod found it already present.
-        let events: Api<Event> = Api::namespaced(h.client.clone(), "default");
-        let evs = events.list(&ListParams::default()).await.expect("events").items;
-        let pods = h.pods("web").await;
-        let mut pulled = Vec::new();
-        let mut present = Vec::new();
-        for p in &pods {
-            let name = p.metadata.name.clone().unwrap_or_default();
-            let mine = evs
-                .iter()
-                .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
-                .filter_map(|e| e.message.as_deref());
-            for m in mine {
-                if m == format!("Pulling image \"{NEW}\"") {
-                    pulled.push(name.clone());
-                } else if m == format!("Container image \"{NEW}\" already present on machine") {
-                    present.push(name.clone());
-                }
-            }
-        }
+        // Only the first batch's pod pulled NEW (sharing the job's pull under way on its node); every
+        // later pod found it already present.
         assert!(pulled.len() <= 1, "pods that pulled {NEW}: {pulled:?}");
         assert_eq!(
             present.len() + pulled.len(),
             6,
             "present {present:?}, pulled {pulled:?}"
         );
-        h.stop();
+    });
+}
+
+#[test]
+fn without_the_executor_each_node_pulls_in_its_batch() {
+    run(async {
+        let (pulled, present, status) = roll(false).await;
+        // The job exists (the controller creates it) but nothing executes it: no status, and the first pod
+        // on each of the 3 nodes pulls NEW itself.
+        assert!(status.is_null(), "{status}");
+        assert_eq!(pulled.len(), 3, "pods that pulled {NEW}: {pulled:?}");
+        assert_eq!(present.len(), 3, "{present:?}");
     });
 }

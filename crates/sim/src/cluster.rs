@@ -40,6 +40,8 @@ pub struct SimConfig {
     pub apiserver: ApiServerConfig,
     /// The nodes also act as kruise-daemon (env-from-metadata restarts, runtime-containers-meta).
     pub kruise_daemon: bool,
+    /// The nodes also execute Kruise's ImagePullJobs (its ImagePullJob controller and kruise-daemon).
+    pub image_pull_jobs: bool,
 }
 
 impl Default for SimConfig {
@@ -58,6 +60,7 @@ impl Default for SimConfig {
             gc_config: GcConfig::default(),
             apiserver: ApiServerConfig::default(),
             kruise_daemon: k.kruise_daemon,
+            image_pull_jobs: k.image_pull_jobs,
         }
     }
 }
@@ -73,6 +76,7 @@ impl SimConfig {
             events: self.events,
             capacity: self.capacity.clone(),
             kruise_daemon: self.kruise_daemon,
+            image_pull_jobs: self.image_pull_jobs,
             ..KubeletConfig::default()
         }
     }
