@@ -553,8 +553,11 @@ pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
     let observer = Observer::start(env, ns, name);
     set_image(env, ns, name, &crash).await?;
     let crash_ref = crash.as_str();
+    let observer_ref = &observer;
+    // Each broken pod must have been seen in CrashLoopBackOff, not both at one poll: a real kubelet shows the
+    // exited container as `terminated` between back-offs, and two pods' back-off windows need not overlap.
     let broken: Vec<Pod> = wait_until(
-        "2 pods in CrashLoopBackOff on the new image",
+        "2 pods on the new image, not ready, each seen in CrashLoopBackOff",
         Duration::from_secs(90),
         || async move {
             let pods = live_pods(env, ns, name).await?;
@@ -563,11 +566,12 @@ pub async fn broken_image(env: &Env, ns: &str) -> anyhow::Result<()> {
                 .filter(|p| spec_image(p) == crash_ref)
                 .cloned()
                 .collect();
-            if on_new.len() == 2
-                && on_new
-                    .iter()
-                    .all(|p| waiting_reason(p).as_deref() == Some("CrashLoopBackOff"))
-            {
+            let seen = observer_ref.snapshot();
+            let looped = |p: &Pod| {
+                waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
+                    || seen.pods.get(&uid(p)).is_some_and(|h| h.crash_loop)
+            };
+            if on_new.len() == 2 && on_new.iter().all(|p| !is_ready(p) && looped(p)) {
                 Ok(Ok(on_new))
             } else {
                 Ok(Err(describe(&pods, "")))
