@@ -62,8 +62,14 @@ field() { k get "$CS" nginx-demo -o "jsonpath=$1"; }
 pods_field() { k get pods -l app=nginx-demo -o "jsonpath={range .items[*]}$1{\"\\n\"}{end}"; }
 ready_count() { k get pods -l app=nginx-demo -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True; }
 
-"$KUBECTL" create namespace "$NS" -o name --dry-run=client | sed 's/^/# /'
-printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$NS" | "$KUBECTL" apply -f - >/dev/null
+# kubectl's typed create commands send protobuf bodies (kubectl >= 1.32).
+expect "kubectl create namespace" "namespace/$NS created" "$KUBECTL" create namespace "$NS"
+expect "kubectl create configmap" "configmap/seed-cfg created" k create configmap seed-cfg --from-literal=a=1
+expect_eq "… its data stored" "1" k get configmap seed-cfg -o 'jsonpath={.data.a}'
+expect "kubectl run" "pod/seed-run created" k run seed-run --image=nginx:1.19.0 --restart=Never
+expect_eq "… the pod as kubectl built it, defaulted" "nginx:1.19.0/Never/IfNotPresent" \
+  k get pod seed-run -o 'jsonpath={.spec.containers[0].image}/{.spec.restartPolicy}/{.spec.containers[0].imagePullPolicy}'
+expect "delete the pod" "deleted" k delete pod seed-run --wait=false
 
 # The seed's CloneSet, unchanged (examples/cloneset-demo.yaml).
 expect "apply the seed's CloneSet" "cloneset.apps.kruise.io/nginx-demo created" k apply -f "$DEMO"

@@ -69,7 +69,11 @@ impl FieldCheck {
                 ));
             }
         };
-        let explicit = !raw.is_empty();
+        // Protobuf has no strict decoding: kube-apiserver's strict serializer for it is the plain one, so
+        // unknown and duplicate fields cannot be reported (prost skips unknown tags, as Go's decoder does).
+        let protobuf = super::protobuf::is_protobuf(req.content_type());
+        let directive = if protobuf { Directive::Ignore } else { directive };
+        let explicit = !raw.is_empty() && !protobuf;
         let body_write = matches!(req.method, Method::POST | Method::PUT);
         let json_body = !req.content_type().to_ascii_lowercase().contains("yaml");
         let duplicates = if explicit && directive != Directive::Ignore && body_write && json_body {

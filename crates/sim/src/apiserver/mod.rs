@@ -20,6 +20,7 @@ mod openapi;
 mod patch;
 mod pod_streams;
 mod pods;
+mod protobuf;
 mod resources;
 mod selectors;
 mod structural;

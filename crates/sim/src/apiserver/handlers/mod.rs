@@ -19,6 +19,7 @@ use super::errors::{ApiError, ApiResult};
 use super::fieldvalidation::FieldCheck;
 use super::patch;
 use super::pod_streams;
+use super::protobuf;
 use super::resources::{self, ResourceType};
 use super::{ApiRequest, ApiServer, json_response};
 use crate::store::Written;
@@ -103,12 +104,12 @@ fn without(v: &Value, keys: &[&str]) -> Value {
 
 fn parse_object(req: &ApiRequest) -> ApiResult<Value> {
     let ct = req.content_type().to_ascii_lowercase();
-    if ct.starts_with("application/vnd.kubernetes.protobuf") || ct.starts_with("application/cbor") {
-        return Err(ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (the simulated apiserver does not decode protobuf; use `kubectl apply -f`)",
-        ));
+    if protobuf::is_protobuf(&ct) {
+        return protobuf::decode(&req.body);
+    }
+    if ct.starts_with("application/cbor") {
+        // client-go retries a 415 for a CBOR body with JSON.
+        return Err(ApiError::unsupported_media(&["application/json", "application/yaml"]));
     }
     let v = patch::parse_body(&req.body, ct.contains("yaml"))?;
     if !v.is_object() {
@@ -127,6 +128,9 @@ impl ApiServer {
 
     fn route_request(&self, req: &ApiRequest) -> ApiResult<Response> {
         let rt = req.rt;
+        if !req.sub.as_deref().is_some_and(|s| pod_streams::handles(rt.is_pod(), s)) {
+            protobuf::check_accept(&req.headers)?;
+        }
         if matches!(
             req.method,
             Method::POST | Method::PUT | Method::PATCH | Method::DELETE
