@@ -1,16 +1,16 @@
 //! `fieldValidation` (Strict/Warn/Ignore) and the decoding checks behind it, as kube-apiserver does them:
 //! unknown fields found by the CloneSet's structural schema (the CRD handler's pruning) or by decoding a built-in
-//! kind into its typed form (the strict JSON decoder), type errors (CloneSet: 422 `FieldValueTypeInvalid`;
-//! built-ins: 400 `<Kind> in version "v1" cannot be handled as a <Kind>`), `Warning` headers for Warn.
+//! kind into its typed form (the strict JSON decoder), duplicate fields of the body or patch document, type
+//! errors (CloneSet: 422 `FieldValueTypeInvalid`; built-ins: 400 `<Kind> in version "v1" cannot be handled as a
+//! <Kind>`), `Warning` headers for Warn. No parameter means Warn (the apiserver's `fieldValidation("")`), for
+//! every client: kubectl sends Strict, in-process controllers send nothing and get warnings.
 //!
-//! Deviation, for speed: with no `fieldValidation` parameter (the real default is Warn) built-in kinds are
-//! decoded for type errors but unknown fields are not looked for; kubectl always sends the parameter, in-process
-//! controllers never do. Duplicate JSON fields (`duplicate field "spec.replicas"`) are looked for in create and
-//! update bodies under the same condition; in patch documents and YAML bodies they are not (the last one wins).
+//! Deviation: an unknown field of a built-in kind is reported but stays in the stored object (kube-apiserver
+//! loses it decoding into its Go type); the sim's own components may write fields newer than k8s-openapi's.
 
 use std::sync::Mutex;
 
-use axum::http::{HeaderValue, Method};
+use axum::http::HeaderValue;
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -32,9 +32,7 @@ pub(super) enum Directive {
 /// One write's field validation: its directive and the warnings it collected.
 pub(super) struct FieldCheck {
     directive: Directive,
-    /// The parameter was sent (see the module note on the default).
-    explicit: bool,
-    /// Paths of the fields a create/update JSON body repeats.
+    /// The strict decoder's messages for the fields the body or patch repeats (`duplicate field "a"`).
     duplicates: Vec<String>,
     warnings: Mutex<Vec<String>>,
 }
@@ -73,17 +71,13 @@ impl FieldCheck {
         // unknown and duplicate fields cannot be reported (prost skips unknown tags, as Go's decoder does).
         let protobuf = super::protobuf::is_protobuf(req.content_type());
         let directive = if protobuf { Directive::Ignore } else { directive };
-        let explicit = !raw.is_empty() && !protobuf;
-        let body_write = matches!(req.method, Method::POST | Method::PUT);
-        let json_body = !req.content_type().to_ascii_lowercase().contains("yaml");
-        let duplicates = if explicit && directive != Directive::Ignore && body_write && json_body {
-            duplicates::find(&req.body)
-        } else {
+        let duplicates = if directive == Directive::Ignore {
             Vec::new()
+        } else {
+            duplicates::in_request(&req.method, req.content_type(), &req.body)
         };
         Ok(Self {
             directive,
-            explicit,
             duplicates,
             warnings: Mutex::new(Vec::new()),
         })
@@ -106,23 +100,19 @@ impl FieldCheck {
             }
         } else {
             let typed = match typed_roundtrip(view, obj) {
-                None if self.duplicates.is_empty() || source != Source::Body => return Ok(()),
+                None if self.duplicates.is_empty() => return Ok(()),
                 None => obj.clone(),
                 Some(Ok(v)) => v,
                 Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
             };
-            if self.explicit && self.directive != Directive::Ignore {
+            if self.directive != Directive::Ignore {
                 dropped(obj, Some(&typed), "", &mut unknown);
             }
         }
         if view.is_cloneset() || view.resource != "customresourcedefinitions" {
             metadata_unknown(obj, &mut unknown);
         }
-        let duplicated: &[String] = if source == Source::Body {
-            &self.duplicates
-        } else {
-            &[]
-        };
+        let duplicated = &self.duplicates;
         if (unknown.is_empty() && duplicated.is_empty()) || self.directive == Directive::Ignore {
             return Ok(());
         }
@@ -130,7 +120,7 @@ impl FieldCheck {
         unknown.dedup();
         let msgs: Vec<String> = duplicated
             .iter()
-            .map(|f| format!("duplicate field {}", quote(f)))
+            .cloned()
             .chain(unknown.iter().map(|f| format!("unknown field {}", quote(f))))
             .collect();
         if self.directive == Directive::Warn {

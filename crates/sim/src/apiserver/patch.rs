@@ -46,7 +46,12 @@ pub fn parse_body(body: &[u8], yaml_ok: bool) -> Result<Value, ApiError> {
         Ok(v) => Ok(v),
         Err(e) if yaml_ok => {
             let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
-            serde_saphyr::from_str::<Value>(text)
+            // Repeated keys: the last wins, as sigs.k8s.io/yaml's non-strict decoder does (fieldValidation
+            // reports them, see duplicates.rs).
+            let options = serde_saphyr::options! {
+                duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::LastWins,
+            };
+            serde_saphyr::from_str_with_options::<Value>(text, options)
                 .map_err(|ye| ApiError::bad_request(format!("error decoding YAML: {ye} (as JSON: {e})")))
         }
         Err(e) => Err(ApiError::bad_request(format!("error decoding patch: {e}"))),
