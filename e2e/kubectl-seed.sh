@@ -106,6 +106,8 @@ expect "an invalid scale names the field" 'Invalid value: -2' k patch "$CS" ngin
 expect "kubectl explain cloneset.spec.updateStrategy" "FIELD: +updateStrategy" \
   k explain cloneset.spec.updateStrategy --api-version=apps.kruise.io/v1alpha1
 expect "… lists partition" "^  partition" k explain cloneset.spec.updateStrategy --api-version=apps.kruise.io/v1alpha1
+expect "kubectl explain pod.spec.containers (a built-in kind)" "FIELD: +containers" k explain pod.spec.containers
+expect "… lists image" "^  image" k explain pod.spec.containers
 
 # The in-place update (README: a JSON patch of the image, so the template keeps its other fields).
 expect "JSON-patch the image to 1.20.0" "patched" \

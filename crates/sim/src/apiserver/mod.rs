@@ -17,6 +17,7 @@ mod limits;
 mod metadata_validation;
 pub mod network;
 mod openapi;
+mod openapi_builtin;
 mod patch;
 mod pod_streams;
 mod pods;

@@ -1,6 +1,6 @@
-//! OpenAPI v3 for the CloneSet (`/openapi/v3` and the per-group-version documents), built from the CRD's
-//! structural schemas as kube-apiserver publishes a CRD's: what `kubectl explain cloneset.spec.updateStrategy`
-//! reads. Built-in kinds have no document here (their schemas are not part of the simulated apiserver).
+//! OpenAPI v3 (`/openapi/v3` and the per-group-version documents): the CloneSet's built from the CRD's
+//! structural schemas as kube-apiserver publishes a CRD's (what `kubectl explain cloneset.spec.updateStrategy`
+//! reads), the served built-in kinds' from k8s-openapi's schemas (`openapi_builtin.rs`).
 
 use std::sync::OnceLock;
 
@@ -88,17 +88,27 @@ pub(super) fn serve(rest: &[&str]) -> Response {
                     json!({"serverRelativeURL": format!("/openapi/v3/apis/{GROUP}/{v}?hash={}", hash(&doc))}),
                 );
             }
+            for p in super::openapi_builtin::paths() {
+                // The built-in documents change only with the binary: tag them without building them.
+                let tag = hash(&json!([p, env!("CARGO_PKG_VERSION"), "k8s-openapi v1_35"]));
+                let url = format!("/openapi/v3/{p}?hash={tag}");
+                paths.insert(p, json!({ "serverRelativeURL": url }));
+            }
             json_ok(&json!({"paths": paths}))
         }
+        ["api", v] => builtin(&format!("api/{v}")),
+        ["apis", g, v] if *g != GROUP => builtin(&format!("apis/{g}/{v}")),
         ["apis", g, v] if *g == GROUP => match versions().iter().find(|(name, _)| name == v) {
             Some((name, schema)) => json_ok(&document(name, schema)),
             None => ApiError::no_route().into_response(),
         },
-        _ => ApiError::new(
-            404,
-            "NotFound",
-            "the simulated apiserver publishes OpenAPI v3 for apps.kruise.io (CloneSet) only",
-        )
-        .into_response(),
+        _ => ApiError::no_route().into_response(),
+    }
+}
+
+fn builtin(path: &str) -> Response {
+    match super::openapi_builtin::document(path) {
+        Some(doc) => json_ok(doc),
+        None => ApiError::no_route().into_response(),
     }
 }
