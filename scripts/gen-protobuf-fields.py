@@ -5,7 +5,7 @@ pointer or not, omitempty, inline). Only facts are taken from the Go sources (na
 
 usage: gen-protobuf-fields.py K8S_PB_SRC KUBERNETES_API_CHECKOUT APIMACHINERY_CHECKOUT OUT_DIR
 (e.g. ~/.cargo/registry/src/*/k8s-pb-0.9.0/src, checkouts of k8s.io/api and k8s.io/apimachinery,
-crates/sim/src/apiserver/protobuf)
+crates/sim/src/apiserver/protobuf), then `cargo fmt --all`
 """
 import os
 import re
@@ -26,7 +26,7 @@ SPECIAL = {("meta", "Time"), ("meta", "MicroTime"), ("meta", "Duration"), ("meta
            ("resource", "Quantity"), ("intstr", "IntOrString"), ("runtime", "RawExtension")}
 ROOTS = [("core", "Pod"), ("core", "Namespace"), ("core", "ConfigMap"), ("core", "Node"), ("core", "Event"),
          ("core", "PersistentVolumeClaim"), ("apps", "ControllerRevision"), ("coordination", "Lease"),
-         ("events", "Event")]
+         ("events", "Event"), ("meta", "DeleteOptions")]
 
 
 def pkg_of(path, here):

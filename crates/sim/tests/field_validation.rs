@@ -26,36 +26,80 @@ async fn duplicate_fields_in_patches() {
     let url = format!("{PODS}/p");
     let patch = br#"{"metadata":{"labels":{"a":"1","a":"2"}}}"#.to_vec();
     // Strict: the merge patch's repetition is a 422 on `patch`, and nothing is stored.
-    let a = send(&s, "PATCH", &format!("{url}?fieldValidation=Strict"), MERGE, patch.clone()).await;
+    let a = send(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Strict"),
+        MERGE,
+        patch.clone(),
+    )
+    .await;
     assert_eq!(a.code, 422, "{}", a.body);
     let msg = a.body["message"].as_str().unwrap_or("");
-    assert!(msg.starts_with("\"\" is invalid: patch: Invalid value: "), "{msg}");
-    assert!(msg.ends_with(": strict decoding error: duplicate field \"metadata.labels.a\""), "{msg}");
+    assert!(
+        msg.starts_with("\"\" is invalid: patch: Invalid value: "),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(": strict decoding error: duplicate field \"metadata.labels.a\""),
+        "{msg}"
+    );
     assert!(get(&s, &url).await.body["metadata"].get("labels").is_none());
     // Warn: applied (the last value wins), with the warning.
-    let a = send(&s, "PATCH", &format!("{url}?fieldValidation=Warn"), MERGE, patch.clone()).await;
+    let a = send(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Warn"),
+        MERGE,
+        patch.clone(),
+    )
+    .await;
     assert_eq!(a.code, 200, "{}", a.body);
     assert_eq!(a.body["metadata"]["labels"]["a"], "2");
     assert_eq!(a.warnings, vec![warning("duplicate field \"metadata.labels.a\"")]);
     // A JSON patch: its ops are decoded strictly too, the paths prefixed as the apiserver does.
     let ops = br#"[{"op":"add","path":"/metadata/annotations","value":{"b":"1","b":"2"}}]"#.to_vec();
-    let a = send(&s, "PATCH", &format!("{url}?fieldValidation=Strict"), "application/json-patch+json", ops).await;
+    let a = send(
+        &s,
+        "PATCH",
+        &format!("{url}?fieldValidation=Strict"),
+        "application/json-patch+json",
+        ops,
+    )
+    .await;
     assert_eq!(a.code, 422, "{}", a.body);
     let msg = a.body["message"].as_str().unwrap_or("");
-    assert!(msg.ends_with("strict decoding error: json patch duplicate field \"[0].value.b\""), "{msg}");
+    assert!(
+        msg.ends_with("strict decoding error: json patch duplicate field \"[0].value.b\""),
+        "{msg}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn duplicate_keys_in_yaml_bodies() {
     let s = server();
     let yaml = b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: y\n  name: y2\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n";
-    let a = send(&s, "POST", &format!("{PODS}?fieldValidation=Strict"), "application/yaml", yaml.to_vec()).await;
+    let a = send(
+        &s,
+        "POST",
+        &format!("{PODS}?fieldValidation=Strict"),
+        "application/yaml",
+        yaml.to_vec(),
+    )
+    .await;
     assert_eq!(a.code, 400, "{}", a.body);
     assert_eq!(
         a.body["message"],
         "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: yaml: unmarshal errors:\n  line 5: key \"name\" already set in map"
     );
-    let a = send(&s, "POST", &format!("{PODS}?fieldValidation=Ignore"), "application/yaml", yaml.to_vec()).await;
+    let a = send(
+        &s,
+        "POST",
+        &format!("{PODS}?fieldValidation=Ignore"),
+        "application/yaml",
+        yaml.to_vec(),
+    )
+    .await;
     assert_eq!((a.code, a.warnings.len()), (201, 0), "{}", a.body);
     assert_eq!(a.body["metadata"]["name"], "y2", "the last key wins");
 }
@@ -68,10 +112,16 @@ async fn no_parameter_means_warn() {
     pod["spec"]["containers"][0]["imagee"] = json!("typo");
     let a = json_req(&s, "POST", PODS, "application/json", pod).await;
     assert_eq!(a.code, 201, "{}", a.body);
-    assert_eq!(a.warnings, vec![warning("unknown field \"spec.containers[0].imagee\"")]);
+    assert_eq!(
+        a.warnings,
+        vec![warning("unknown field \"spec.containers[0].imagee\"")]
+    );
     let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d"},"spec":{"containers":[{"name":"c","image":"a","image":"b"}]}}"#;
     let a = send(&s, "POST", PODS, "application/json", body.to_vec()).await;
     assert_eq!(a.code, 201, "{}", a.body);
-    assert_eq!(a.warnings, vec![warning("duplicate field \"spec.containers[0].image\"")]);
+    assert_eq!(
+        a.warnings,
+        vec![warning("duplicate field \"spec.containers[0].image\"")]
+    );
     assert_eq!(a.body["spec"]["containers"][0]["image"], "b");
 }

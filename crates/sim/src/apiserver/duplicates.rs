@@ -181,7 +181,10 @@ mod tests {
         let body = br#"{"spec":{"replicas":1,"replicas":2}}"#;
         let want = vec![r#"duplicate field "spec.replicas""#.to_string()];
         assert_eq!(in_request(&Method::POST, "application/json", body), want);
-        assert_eq!(in_request(&Method::PATCH, "application/merge-patch+json", body), want);
+        assert_eq!(
+            in_request(&Method::PATCH, "application/merge-patch+json", body),
+            want
+        );
         let ops = br#"[{"op":"add","path":"/x","value":{"a":1,"a":2}}]"#;
         assert_eq!(
             in_request(&Method::PATCH, "application/json-patch+json", ops),

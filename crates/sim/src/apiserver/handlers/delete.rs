@@ -229,6 +229,9 @@ impl DeleteOpts {
     pub(super) fn parse(req: &ApiRequest) -> ApiResult<Self> {
         let body: Value = if req.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
+        } else if crate::apiserver::protobuf::is_protobuf(req.content_type()) {
+            // client-go's typed Delete encodes DeleteOptions in the client's content type.
+            crate::apiserver::protobuf::decode(&req.body)?
         } else {
             serde_json::from_slice(&req.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?

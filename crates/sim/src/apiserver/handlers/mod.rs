@@ -109,7 +109,10 @@ fn parse_object(req: &ApiRequest) -> ApiResult<Value> {
     }
     if ct.starts_with("application/cbor") {
         // client-go retries a 415 for a CBOR body with JSON.
-        return Err(ApiError::unsupported_media(&["application/json", "application/yaml"]));
+        return Err(ApiError::unsupported_media(&[
+            "application/json",
+            "application/yaml",
+        ]));
     }
     let v = patch::parse_body(&req.body, ct.contains("yaml"))?;
     if !v.is_object() {
@@ -128,7 +131,11 @@ impl ApiServer {
 
     fn route_request(&self, req: &ApiRequest) -> ApiResult<Response> {
         let rt = req.rt;
-        if !req.sub.as_deref().is_some_and(|s| pod_streams::handles(rt.is_pod(), s)) {
+        if !req
+            .sub
+            .as_deref()
+            .is_some_and(|s| pod_streams::handles(rt.is_pod(), s))
+        {
             protobuf::check_accept(&req.headers)?;
         }
         if matches!(

@@ -281,9 +281,7 @@ msg!(core::FileKeySelector {
     key: "key" keep,
     optional: "optional" keep,
 });
-msg!(core::ExecAction {
-    command: "command",
-});
+msg!(core::ExecAction { command: "command" });
 msg!(core::HttpGetAction {
     path: "path",
     port: "port" keep,

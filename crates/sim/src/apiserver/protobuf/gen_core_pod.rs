@@ -141,9 +141,7 @@ msg!(core::PodSecurityContext {
     app_armor_profile: "appArmorProfile" keep,
     se_linux_change_policy: "seLinuxChangePolicy" keep,
 });
-msg!(core::LocalObjectReference {
-    name: "name",
-});
+msg!(core::LocalObjectReference { name: "name" });
 msg!(core::Affinity {
     node_affinity: "nodeAffinity" keep,
     pod_affinity: "podAffinity" keep,

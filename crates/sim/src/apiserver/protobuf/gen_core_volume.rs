@@ -292,9 +292,7 @@ msg!(core::SecretProjection {
     items: "items",
     optional: "optional" keep,
 });
-msg!(core::DownwardAPIProjection {
-    items: "items",
-});
+msg!(core::DownwardAPIProjection { items: "items" });
 msg!(core::ConfigMapProjection {
     local_object_reference: "" inline,
     items: "items",

@@ -3,6 +3,14 @@
 
 use super::json::{meta, msg};
 
+msg!(meta::DeleteOptions {
+    grace_period_seconds: "gracePeriodSeconds" keep,
+    preconditions: "preconditions" keep,
+    orphan_dependents: "orphanDependents" keep,
+    propagation_policy: "propagationPolicy" keep,
+    dry_run: "dryRun",
+    ignore_store_read_error_with_cluster_breaking_potential: "ignoreStoreReadErrorWithClusterBreakingPotential" keep,
+});
 msg!(meta::ObjectMeta {
     name: "name",
     generate_name: "generateName",
@@ -19,6 +27,10 @@ msg!(meta::ObjectMeta {
     owner_references: "ownerReferences",
     finalizers: "finalizers",
     managed_fields: "managedFields",
+});
+msg!(meta::Preconditions {
+    uid: "uid" keep,
+    resource_version: "resourceVersion" keep,
 });
 msg!(meta::OwnerReference {
     api_version: "apiVersion" keep,

@@ -11,8 +11,8 @@ pub(super) use k8s_pb::api::apps::v1 as apps;
 pub(super) use k8s_pb::api::coordination::v1 as coordination;
 pub(super) use k8s_pb::api::core::v1 as core;
 pub(super) use k8s_pb::api::events::v1 as events;
-pub(super) use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+pub(super) use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::RawExtension;
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 

@@ -25,7 +25,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use super::errors::{ApiError, ApiResult};
-use json::{ToJson, apps, coordination, core, events};
+use json::{ToJson, apps, coordination, core, events, meta};
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 
 /// Kubernetes' protobuf media type.
@@ -34,7 +34,11 @@ pub(super) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\0";
 
 /// The media types the simulated apiserver serves responses in.
-const SERVED: &[&str] = &["application/json", "application/yaml", "application/json;stream=watch"];
+const SERVED: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/json;stream=watch",
+];
 
 /// Whether a `Content-Type` is Kubernetes' protobuf.
 pub(super) fn is_protobuf(content_type: &str) -> bool {
@@ -74,9 +78,8 @@ pub(super) fn decode(body: &[u8]) -> ApiResult<Value> {
 
 fn decode_kind(api_version: &str, kind: &str, raw: &[u8]) -> ApiResult<Value> {
     fn one<M: Message + Default + ToJson>(kind: &str, raw: &[u8]) -> ApiResult<Value> {
-        let m = M::decode(raw).map_err(|e| {
-            ApiError::bad_request(format!("unable to decode the protobuf {kind}: {e}"))
-        })?;
+        let m = M::decode(raw)
+            .map_err(|e| ApiError::bad_request(format!("unable to decode the protobuf {kind}: {e}")))?;
         Ok(m.to_json().unwrap_or_else(|| json!({})))
     }
     match (api_version, kind) {
@@ -89,6 +92,8 @@ fn decode_kind(api_version: &str, kind: &str, raw: &[u8]) -> ApiResult<Value> {
         ("apps/v1", "ControllerRevision") => one::<apps::ControllerRevision>(kind, raw),
         ("coordination.k8s.io/v1", "Lease") => one::<coordination::Lease>(kind, raw),
         ("events.k8s.io/v1", "Event") => one::<events::Event>(kind, raw),
+        // A typed client's DELETE body, in whichever group-version the client was built for.
+        (_, "DeleteOptions") => one::<meta::DeleteOptions>(kind, raw),
         _ => Err(undecodable(api_version, kind)),
     }
 }

@@ -137,10 +137,32 @@ fn configmap_data_and_binary_data() {
 }
 
 #[test]
+fn delete_options_of_a_typed_client() {
+    let opts = meta::DeleteOptions {
+        grace_period_seconds: Some(0),
+        propagation_policy: Some("Foreground".into()),
+        preconditions: Some(meta::Preconditions {
+            uid: Some("u1".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let v = decode(&envelope("v1", "DeleteOptions", opts.encode_to_vec())).expect("decodes");
+    assert_eq!(v["gracePeriodSeconds"], json!(0));
+    assert_eq!(v["propagationPolicy"], json!("Foreground"));
+    assert_eq!(v["preconditions"], json!({"uid": "u1"}));
+}
+
+#[test]
 fn undecodable_kinds_and_bad_envelopes() {
     let e = decode(&envelope("apps.kruise.io/v1alpha1", "CloneSet", vec![])).expect_err("no table");
     assert_eq!((e.code, e.reason), (415, "UnsupportedMediaType"));
-    assert!(e.message.contains("send CloneSet (apps.kruise.io/v1alpha1) as JSON"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("send CloneSet (apps.kruise.io/v1alpha1) as JSON"),
+        "{}",
+        e.message
+    );
     let e = decode(b"{\"kind\":\"Pod\"}").expect_err("no magic");
     assert_eq!(e.code, 400);
     let e = decode(&[b"k8s\0".as_slice(), &[0xff, 0xff]].concat()).expect_err("truncated");
@@ -160,6 +182,9 @@ fn accept_only_protobuf_is_not_acceptable() {
     assert!(with("*/*").is_ok());
     let e = with("application/vnd.kubernetes.protobuf").expect_err("406");
     assert_eq!((e.code, e.reason), (406, "NotAcceptable"));
-    assert!(e.message.starts_with("only the following media types are accepted: application/json"));
+    assert!(
+        e.message
+            .starts_with("only the following media types are accepted: application/json")
+    );
     assert!(with("application/vnd.kubernetes.protobuf;stream=watch").is_err());
 }
