@@ -143,6 +143,7 @@ fn cpu_resize_with_not_required_keeps_pods_serving_in_place() {
                 "{conds:?}"
             );
         }
+        h.assert_nothing_pruned();
     });
 }
 
@@ -166,6 +167,7 @@ fn restart_container_policy_restarts_the_container_in_place() {
             pods.iter().map(restarts).collect::<Vec<_>>()
         );
         assert_eq!(resize_counts(&h), [2, 0, 0, 0, 2], "requested … completed");
+        h.assert_nothing_pruned();
     });
 }
 

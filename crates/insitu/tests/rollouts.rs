@@ -78,6 +78,7 @@ fn partition_keeps_old_pods_and_updates_the_canaries_in_place() {
             .await;
         h.wait_ready("canary", 10, Some("nginx:1.21.0"), 900).await;
         assert!(h.pods("canary").await.iter().all(|p| before.contains(&uid(p))));
+        h.assert_nothing_pruned();
     });
 }
 

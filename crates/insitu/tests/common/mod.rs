@@ -245,6 +245,13 @@ impl Harness {
         tokio::time::sleep(Duration::from_secs(secs)).await;
     }
 
+    /// Nothing the sim's components or the controller wrote lost a field to the apiserver's pruning of unknown
+    /// fields (kube-apiserver drops what its Go types lack; a field lost here would be a sim or controller bug).
+    pub fn assert_nothing_pruned(&self) {
+        let pruned = self.cluster.apiserver.stats().pruned;
+        assert!(pruned.is_empty(), "fields dropped as unknown: {pruned:?}");
+    }
+
     pub fn stop(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());

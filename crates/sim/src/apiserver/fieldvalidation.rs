@@ -5,8 +5,8 @@
 //! <Kind>`), `Warning` headers for Warn. No parameter means Warn (the apiserver's `fieldValidation("")`), for
 //! every client: kubectl sends Strict, in-process controllers send nothing and get warnings.
 //!
-//! Deviation: an unknown field of a built-in kind is reported but stays in the stored object (kube-apiserver
-//! loses it decoding into its Go type); the sim's own components may write fields newer than k8s-openapi's.
+//! Under every directive an unknown field of a built-in kind is dropped from what is stored, as kube-apiserver
+//! loses it decoding into its Go type: the fields known are k8s-openapi's (v1_35) plus [`NEWER_FIELDS`].
 
 use std::sync::Mutex;
 
@@ -35,6 +35,8 @@ pub(super) struct FieldCheck {
     /// The strict decoder's messages for the fields the body or patch repeats (`duplicate field "a"`).
     duplicates: Vec<String>,
     warnings: Mutex<Vec<String>>,
+    /// The unknown fields dropped from built-in kinds' objects (for [`super::ApiStats::pruned`]).
+    pruned: Mutex<Vec<String>>,
 }
 
 /// Where the checked object came from: the error shapes differ.
@@ -80,17 +82,37 @@ impl FieldCheck {
             directive,
             duplicates,
             warnings: Mutex::new(Vec::new()),
+            pruned: Mutex::new(Vec::new()),
         })
     }
 
     /// Checks `obj` (in the version `view` serves, before pruning or conversion): type errors always fail,
-    /// unknown fields fail under Strict, become warnings under Warn.
-    pub(super) fn check(&self, view: &ResourceType, obj: &Value, source: Source) -> ApiResult<()> {
+    /// unknown fields fail under Strict, become warnings under Warn; those of a built-in kind are then removed
+    /// from `obj` (the CloneSet's are pruned by its structural schema when stored).
+    pub(super) fn check(&self, view: &ResourceType, obj: &mut Value, source: Source) -> ApiResult<()> {
+        let typed = self.check_fields(view, obj, source)?;
+        if let Some(typed) = typed {
+            let mut pruned = Vec::new();
+            prune(view, obj, &typed, "", &mut pruned);
+            let tagged = pruned.into_iter().map(|p| format!("{} {p}", view.qualified()));
+            lock(&self.pruned).extend(tagged);
+        }
+        Ok(())
+    }
+
+    /// The unknown fields this request's objects lost (`<resource> <field path>`).
+    pub(super) fn pruned(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.pruned))
+    }
+
+    /// [`FieldCheck::check`] without the pruning; returns a built-in object's typed round trip.
+    fn check_fields(&self, view: &ResourceType, obj: &Value, source: Source) -> ApiResult<Option<Value>> {
+        let mut unknown = Vec::new();
+        let mut typed_out = None;
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let mut unknown = Vec::new();
         if view.is_cloneset() {
             let schema = structural::schema(&view.api_version());
             let mut errs = Vec::new();
@@ -99,14 +121,15 @@ impl FieldCheck {
                 return Err(ApiError::invalid(view, name, &errs));
             }
         } else {
-            let typed = match typed_roundtrip(view, obj) {
-                None if self.duplicates.is_empty() => return Ok(()),
-                None => obj.clone(),
-                Some(Ok(v)) => v,
+            match typed_roundtrip(view, obj) {
+                None if self.duplicates.is_empty() => return Ok(None),
+                None => {}
+                Some(Ok(typed)) => {
+                    dropped(obj, Some(&typed), "", &mut unknown);
+                    unknown.retain(|f| !is_newer_field(view, f));
+                    typed_out = Some(typed);
+                }
                 Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
-            };
-            if self.directive != Directive::Ignore {
-                dropped(obj, Some(&typed), "", &mut unknown);
             }
         }
         if view.is_cloneset() || view.resource != "customresourcedefinitions" {
@@ -114,7 +137,7 @@ impl FieldCheck {
         }
         let duplicated = &self.duplicates;
         if (unknown.is_empty() && duplicated.is_empty()) || self.directive == Directive::Ignore {
-            return Ok(());
+            return Ok(typed_out);
         }
         unknown.sort();
         unknown.dedup();
@@ -124,11 +147,8 @@ impl FieldCheck {
             .chain(unknown.iter().map(|f| format!("unknown field {}", quote(f))))
             .collect();
         if self.directive == Directive::Warn {
-            self.warnings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(msgs);
-            return Ok(());
+            lock(&self.warnings).extend(msgs);
+            return Ok(typed_out);
         }
         let strict = format!("strict decoding error: {}", msgs.join(", "));
         Err(match source {
@@ -144,7 +164,7 @@ impl FieldCheck {
 
     /// Adds the collected warnings to a response as `Warning: 299 - "<text>"` headers.
     pub(super) fn finish(&self, mut resp: Response) -> Response {
-        let warnings = std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()));
+        let warnings = std::mem::take(&mut *lock(&self.warnings));
         for w in warnings {
             if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", quote(&w))) {
                 resp.headers_mut().append("warning", v);
@@ -170,6 +190,10 @@ fn patch_invalid(obj: &Value, why: &str) -> ApiError {
 }
 
 fn decode_error(view: &ResourceType, obj: &Value, source: Source, e: &serde_json::Error) -> ApiError {
+    decode_message(view, obj, source, &e.to_string())
+}
+
+fn decode_message(view: &ResourceType, obj: &Value, source: Source, e: &str) -> ApiError {
     let why = format!(
         "{} in version {} cannot be handled as a {}: {e}",
         view.kind,
@@ -178,7 +202,7 @@ fn decode_error(view: &ResourceType, obj: &Value, source: Source, e: &serde_json
     );
     match source {
         Source::Body => ApiError::bad_request(why),
-        Source::Patch => patch_invalid(obj, &e.to_string()),
+        Source::Patch => patch_invalid(obj, e),
     }
 }
 
@@ -232,6 +256,69 @@ fn dropped(input: &Value, output: Option<&Value>, path: &str, out: &mut Vec<Stri
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate() {
                 dropped(v, output.and_then(|o| o.get(i)), &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Fields kube-apiserver v1.37's Go types have that k8s-openapi's v1_35 types lack, by (group, resource) and
+/// path with list indices removed: neither reported nor pruned. Empty while nothing the sim serves, the
+/// controller or kubectl writes needs one (checked by `ApiStats::pruned` staying empty over the rollout and
+/// resize suites).
+pub(super) const NEWER_FIELDS: &[(&str, &str, &str)] = &[];
+
+/// `spec.containers[0].x` → `spec.containers.x`.
+fn without_indices(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut skipping = false;
+    for c in path.chars() {
+        match c {
+            '[' => skipping = true,
+            ']' => skipping = false,
+            c if !skipping => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn is_newer_field(view: &ResourceType, path: &str) -> bool {
+    let bare = without_indices(path);
+    NEWER_FIELDS
+        .iter()
+        .any(|(g, r, p)| *g == view.group && *r == view.resource && *p == bare)
+}
+
+/// Removes from `input` what its typed round trip `output` lost (the Go decoder's pruning), except
+/// [`NEWER_FIELDS`]; nulls stay (the store's null handling is per kind). Records each removed path.
+fn prune(view: &ResourceType, input: &mut Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(m), Value::Object(o)) => {
+            m.retain(|k, v| {
+                let p = join(path, k);
+                let keep = v.is_null()
+                    || (path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind"))
+                    || o.contains_key(k)
+                    || is_newer_field(view, &p);
+                if !keep {
+                    out.push(p);
+                }
+                keep
+            });
+            for (k, v) in m.iter_mut() {
+                if let Some(o) = o.get(k) {
+                    prune(view, v, o, &join(path, k), out);
+                }
+            }
+        }
+        (Value::Array(items), Value::Array(o)) => {
+            for (i, (v, o)) in items.iter_mut().zip(o).enumerate() {
+                prune(view, v, o, &format!("{path}[{i}]"), out);
             }
         }
         _ => {}

@@ -67,6 +67,10 @@ pub struct ApiStats {
     pub errors: u64,
     /// Requests refused as invalid (422), oracle clients' excepted: a client under test should never send one.
     pub invalid: u64,
+    /// Unknown fields dropped from built-in kinds' writes (as kube-apiserver's typed decoder drops them), by
+    /// `<resource> <field path>` (`pods spec.containers[0].imagee`): nothing the sim's components or the
+    /// controller write should land here.
+    pub pruned: BTreeMap<String, u64>,
     /// Stored objects by resource (same naming as `writes`).
     pub objects: BTreeMap<String, usize>,
     /// The current global resourceVersion.
@@ -143,6 +147,7 @@ struct Counters {
     active_watches: u64,
     errors: u64,
     invalid: u64,
+    pruned: BTreeMap<String, u64>,
 }
 
 struct Inner {
@@ -279,8 +284,19 @@ impl ApiServer {
             active_watches: c.active_watches,
             errors: c.errors,
             invalid: c.invalid,
+            pruned: c.pruned.clone(),
             objects,
             resource_version: self.inner.store.current_rv(),
+        }
+    }
+
+    fn count_pruned(&self, fields: Vec<String>) {
+        if fields.is_empty() {
+            return;
+        }
+        let mut c = self.counters();
+        for f in fields {
+            *c.pruned.entry(f).or_default() += 1;
         }
     }
 

@@ -45,8 +45,8 @@ pub(super) fn name_errors(name: &str, label: bool) -> Vec<FieldErr> {
 
 impl ApiServer {
     pub(super) fn create(&self, req: &ApiRequest, ns: &str, fv: &FieldCheck) -> ApiResult<Response> {
-        let raw = parse_object(req)?;
-        fv.check(req.rt, &raw, Source::Body)?;
+        let mut raw = parse_object(req)?;
+        fv.check(req.rt, &mut raw, Source::Body)?;
         let body = stored_form(req.rt, raw);
         let obj = self.create_value_as(req.rt, ns, body, req.dry_run(), req.body.len())?;
         Ok(json_response(StatusCode::CREATED, present(req.rt, &obj)))

@@ -157,7 +157,7 @@ impl ApiServer {
                 Method::GET => self.list_or_watch(req),
                 Method::POST => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(fv.finish(self.create(req, &ns, &fv)?))
+                    Ok(self.field_checked(&fv, self.create(req, &ns, &fv)?))
                 }
                 Method::DELETE => self.delete_collection(req, &ns),
                 _ => Err(ApiError::method_not_allowed()),
@@ -171,11 +171,11 @@ impl ApiServer {
                 Method::GET => self.get(req, &ns, &name),
                 Method::PUT => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(fv.finish(self.update(req, &ns, &name, Mode::Main, &fv)?))
+                    Ok(self.field_checked(&fv, self.update(req, &ns, &name, Mode::Main, &fv)?))
                 }
                 Method::PATCH => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(fv.finish(self.patch(req, &ns, &name, Mode::Main, &fv)?))
+                    Ok(self.field_checked(&fv, self.patch(req, &ns, &name, Mode::Main, &fv)?))
                 }
                 Method::DELETE => self.delete(req, &ns, &name),
                 _ => Err(ApiError::method_not_allowed()),
@@ -202,16 +202,25 @@ impl ApiServer {
                     Method::GET => self.get(req, &ns, &name),
                     Method::PUT => {
                         let fv = FieldCheck::from_request(req)?;
-                        Ok(fv.finish(self.update(req, &ns, &name, mode, &fv)?))
+                        Ok(self.field_checked(&fv, self.update(req, &ns, &name, mode, &fv)?))
                     }
                     Method::PATCH => {
                         let fv = FieldCheck::from_request(req)?;
-                        Ok(fv.finish(self.patch(req, &ns, &name, mode, &fv)?))
+                        Ok(self.field_checked(&fv, self.patch(req, &ns, &name, mode, &fv)?))
                     }
                     _ => Err(ApiError::method_not_allowed()),
                 }
             }
         }
+    }
+}
+
+impl ApiServer {
+    /// A field-checked write's response: its `Warning` headers, and the unknown fields it lost counted in
+    /// [`crate::apiserver::ApiStats::pruned`].
+    fn field_checked(&self, fv: &FieldCheck, resp: Response) -> Response {
+        self.count_pruned(fv.pruned());
+        fv.finish(resp)
     }
 }
 

@@ -27,8 +27,8 @@ impl ApiServer {
         fv: &FieldCheck,
     ) -> ApiResult<Response> {
         let rt = storage_rt(req.rt);
-        let raw = parse_object(req)?;
-        fv.check(req.rt, &raw, Source::Body)?;
+        let mut raw = parse_object(req)?;
+        fv.check(req.rt, &mut raw, Source::Body)?;
         let body = stored_form(req.rt, raw);
         if rt.create_on_update {
             // Checked outside the store lock (the store is not re-entrant).
@@ -96,8 +96,8 @@ impl ApiServer {
         let written = self.write_or_preview(req.dry_run(), &rt.key(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 if kind == PatchKind::Apply && mode == Mode::Main {
-                    let raw = patch::parse_body(&req.body, true)?;
-                    fv.check(view, &raw, Source::Body)?;
+                    let mut raw = patch::parse_body(&req.body, true)?;
+                    fv.check(view, &mut raw, Source::Body)?;
                     let body = stored_form(view, raw);
                     create = true;
                     return self
@@ -110,7 +110,7 @@ impl ApiServer {
             // Patches apply to the object as the client sees it.
             let mut new = present_value(view, old.clone());
             patch::apply(kind, &mut new, &req.body)?;
-            fv.check(view, &new, Source::Patch)?;
+            fv.check(view, &mut new, Source::Patch)?;
             let new = stored_form(view, new);
             // A JSON patch's copy ops may grow the object beyond the request's own bytes.
             let copies = if kind == PatchKind::Json {
