@@ -24,7 +24,7 @@ PACKAGES = {
 # Written by hand in json.rs (their JSON forms are not their messages' fields).
 SPECIAL = {("meta", "Time"), ("meta", "MicroTime"), ("meta", "Duration"), ("meta", "FieldsV1"),
            ("resource", "Quantity"), ("intstr", "IntOrString"), ("runtime", "RawExtension")}
-ROOTS = [("core", "Pod"), ("core", "Namespace"), ("core", "ConfigMap"), ("core", "Node"), ("core", "Event"),
+ROOTS = [("core", "Pod"), ("core", "Namespace"), ("core", "ConfigMap"), ("core", "Secret"), ("core", "Node"), ("core", "Event"),
          ("core", "PersistentVolumeClaim"), ("apps", "ControllerRevision"), ("coordination", "Lease"),
          ("events", "Event"), ("meta", "DeleteOptions")]
 

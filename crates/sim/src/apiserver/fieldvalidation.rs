@@ -121,6 +121,11 @@ impl FieldCheck {
                 return Err(ApiError::invalid(view, name, &errs));
             }
         } else {
+            if view.is_secret()
+                && let Some(why) = super::secrets::base64_error(obj)
+            {
+                return Err(decode_message(view, obj, source, &why));
+            }
             match typed_roundtrip(view, obj) {
                 None if self.duplicates.is_empty() => return Ok(None),
                 None => {}
@@ -221,6 +226,7 @@ fn typed_roundtrip(view: &ResourceType, obj: &Value) -> Option<Result<Value, ser
         ("", "events") => rt::<core::v1::Event>(obj),
         ("", "persistentvolumeclaims") => rt::<core::v1::PersistentVolumeClaim>(obj),
         ("", "configmaps") => rt::<core::v1::ConfigMap>(obj),
+        ("", "secrets") => rt::<core::v1::Secret>(obj),
         ("events.k8s.io", "events") => rt::<events::v1::Event>(obj),
         ("apps", "controllerrevisions") => rt::<apps::v1::ControllerRevision>(obj),
         ("coordination.k8s.io", "leases") => rt::<coordination::v1::Lease>(obj),

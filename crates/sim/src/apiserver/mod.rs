@@ -23,6 +23,7 @@ mod pod_streams;
 mod pods;
 mod protobuf;
 mod resources;
+mod secrets;
 mod selectors;
 mod structural;
 mod table;

@@ -53,6 +53,7 @@ fn group_versions() -> &'static [(&'static str, &'static str, &'static [Kind])] 
             add::<core::v1::PersistentVolumeClaim>,
         ),
         kind("ConfigMap", "configmaps", true, add::<core::v1::ConfigMap>),
+        kind("Secret", "secrets", true, add::<core::v1::Secret>),
     ];
     const APPS: &[Kind] = &[kind(
         "ControllerRevision",

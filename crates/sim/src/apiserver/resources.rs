@@ -38,6 +38,11 @@ impl ResourceType {
         format!("{}/{}", self.group, self.resource)
     }
 
+    /// core/v1 Secrets.
+    pub fn is_secret(&self) -> bool {
+        self.group.is_empty() && self.resource == "secrets"
+    }
+
     /// `events.k8s.io/v1` Events (stored as core/v1 Events).
     pub fn is_new_events(&self) -> bool {
         self.group == "events.k8s.io"
@@ -323,6 +328,23 @@ pub static RESOURCES: &[ResourceType] = &[
         return_deleted: false,
         fields: &[],
     },
+    // Secrets (`kubectl create secret`); the sim's components read none.
+    ResourceType {
+        group: "",
+        version: "v1",
+        resource: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        smp: true,
+        generation: false,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &["type"],
+    },
     ResourceType {
         group: "coordination.k8s.io",
         version: "v1",
@@ -376,6 +398,7 @@ pub fn indexer_for(rt: &ResourceType) -> crate::store::FieldIndexer {
         ("events.k8s.io", _) => index_event,
         ("", "nodes") => index_node,
         ("", "namespaces") => index_namespace,
+        ("", "secrets") => index_secret,
         _ => index_none,
     }
 }
@@ -439,4 +462,9 @@ fn index_node(v: &Value) -> Vec<(&'static str, String)> {
 
 fn index_namespace(v: &Value) -> Vec<(&'static str, String)> {
     vec![("status.phase", text(v, "/status/phase"))]
+}
+
+/// `secret.SelectableFields`: `type` (what `kubectl get secrets --field-selector type=…` uses).
+fn index_secret(v: &Value) -> Vec<(&'static str, String)> {
+    vec![("type", text(v, "/type"))]
 }

@@ -117,6 +117,11 @@ fn columns(rt: &ResourceType) -> Vec<Col> {
             description: c.description.clone(),
             ..*c
         })),
+        ("", "secrets") => {
+            cols.push(col("Type", "string", "", 0, "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types"));
+            cols.push(col("Data", "string", "", 0, "Data contains the secret data."));
+            cols.push(col("Age", "string", "", 0, AGE_DESC));
+        }
         ("", "namespaces") => {
             cols.push(col("Status", "string", "", 0, "The status of the namespace"));
             cols.push(col("Age", "string", "", 0, AGE_DESC));
@@ -482,6 +487,10 @@ fn cells(rt: &ResourceType, obj: &Value, now: Timestamp) -> Vec<Value> {
         ("", "pods") => pod_cells(obj, now),
         ("apps.kruise.io", "clonesets") => crd_cells(obj, now),
         ("", "namespaces") => vec![name, json!(s(obj, "/status/phase")), json!(age(created, now))],
+        ("", "secrets") => {
+            let n = obj.get("data").and_then(Value::as_object).map_or(0, |d| d.len());
+            vec![name, json!(s(obj, "/type")), json!(n), json!(age(created, now))]
+        }
         ("", "nodes") => {
             let ready = obj
                 .pointer("/status/conditions")

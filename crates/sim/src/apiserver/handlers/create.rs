@@ -9,7 +9,7 @@ use super::{Target, meta_mut, parse_object, present, rt_namespaces};
 use crate::apiserver::errors::{ApiError, ApiResult, FieldErr, quote};
 use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::resources::ResourceType;
-use crate::apiserver::{ApiRequest, ApiServer, events, json_response, pods};
+use crate::apiserver::{ApiRequest, ApiServer, events, json_response, pods, secrets};
 use crate::apiserver::{limits, metadata_validation};
 use crate::store::{Object, Write};
 
@@ -218,6 +218,12 @@ impl ApiServer {
                 }
             }
             ("", "events") => events::default_core(&mut obj),
+            ("", "secrets") => {
+                let errs = secrets::validate(&obj);
+                if !errs.is_empty() {
+                    return Err(ApiError::invalid(rt, name, &errs));
+                }
+            }
             ("", "persistentvolumeclaims") => {
                 if let Some(o) = obj.as_object_mut() {
                     o.insert("status".into(), json!({"phase": "Pending"}));

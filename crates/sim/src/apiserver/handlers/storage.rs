@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::apiserver::errors::{ApiError, ApiResult};
 use crate::apiserver::metadata_validation;
 use crate::apiserver::resources::{self, ResourceType};
-use crate::apiserver::{events, structural};
+use crate::apiserver::{events, secrets, structural};
 use crate::store::Object;
 
 pub(super) fn parse_cloneset(rt: &ResourceType, name: &str, v: &Value) -> ApiResult<insitu_api::CloneSet> {
@@ -59,6 +59,8 @@ pub(super) fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
         convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
     } else if rt.is_image_pull_job() {
         with_api_version(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
+    } else if rt.is_secret() {
+        secrets::stored_form(v)
     } else {
         v
     }

@@ -13,7 +13,7 @@ use crate::apiserver::errors::{ApiError, ApiResult, FieldErr, quote};
 use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::resources::{self, ResourceType};
-use crate::apiserver::{ApiRequest, ApiServer, events, pods, structural};
+use crate::apiserver::{ApiRequest, ApiServer, events, pods, secrets, structural};
 use crate::apiserver::{limits, metadata_validation};
 use crate::store::Write;
 
@@ -277,6 +277,12 @@ impl ApiServer {
                 new = admit_cloneset(view, name, new, Some(old))?;
             } else {
                 structural::apply(&mut new);
+            }
+        }
+        if rt.is_secret() {
+            let errs = secrets::validate_update(&new, old);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(rt, name, &errs));
             }
         }
         if mode == Mode::Main && rt.is_pod() {

@@ -19,6 +19,13 @@ msg!(core::ConfigMap {
     data: "data",
     binary_data: "binaryData",
 });
+msg!(core::Secret {
+    metadata: "metadata",
+    immutable: "immutable" keep,
+    data: "data",
+    string_data: "stringData",
+    r#type: "type",
+});
 msg!(core::Event {
     metadata: "metadata" keep,
     involved_object: "involvedObject" keep,

@@ -86,6 +86,7 @@ fn decode_kind(api_version: &str, kind: &str, raw: &[u8]) -> ApiResult<Value> {
         ("v1", "Pod") => one::<core::Pod>(kind, raw),
         ("v1", "Namespace") => one::<core::Namespace>(kind, raw),
         ("v1", "ConfigMap") => one::<core::ConfigMap>(kind, raw),
+        ("v1", "Secret") => one::<core::Secret>(kind, raw),
         ("v1", "Node") => one::<core::Node>(kind, raw),
         ("v1", "Event") => one::<core::Event>(kind, raw),
         ("v1", "PersistentVolumeClaim") => one::<core::PersistentVolumeClaim>(kind, raw),
@@ -110,7 +111,7 @@ pub(super) fn undecodable(api_version: &str, kind: &str) -> ApiError {
         415,
         "UnsupportedMediaType",
         format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (the simulated apiserver decodes protobuf only for Pod, Namespace, ConfigMap, Node, Event, PersistentVolumeClaim, ControllerRevision and Lease; send {what} as JSON or YAML, e.g. `kubectl apply -f`)"
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (the simulated apiserver decodes protobuf only for Pod, Namespace, ConfigMap, Secret, Node, Event, PersistentVolumeClaim, ControllerRevision and Lease; send {what} as JSON or YAML, e.g. `kubectl apply -f`)"
         ),
     )
 }

@@ -137,6 +137,23 @@ fn configmap_data_and_binary_data() {
 }
 
 #[test]
+fn secret_as_kubectl_create_secret_sends_it() {
+    let secret = core::Secret {
+        metadata: Some(go_meta("x")),
+        data: BTreeMap::from([("a".to_string(), b"b".to_vec())]),
+        string_data: BTreeMap::new(),
+        r#type: Some(String::new()),
+        immutable: None,
+    };
+    let v = decode(&envelope("v1", "Secret", secret.encode_to_vec())).expect("decodes");
+    assert_eq!(v["data"], json!({"a": "Yg=="}));
+    // Go's omitempty: an empty type and no stringData are not written (the apiserver then defaults Opaque).
+    assert!(v.get("type").is_none(), "{v}");
+    assert!(v.get("stringData").is_none(), "{v}");
+    assert!(v.get("immutable").is_none(), "{v}");
+}
+
+#[test]
 fn delete_options_of_a_typed_client() {
     let opts = meta::DeleteOptions {
         grace_period_seconds: Some(0),
