@@ -66,9 +66,32 @@ ready_count() { k get pods -l app=nginx-demo -o 'jsonpath={range .items[*]}{.sta
 expect "kubectl create namespace" "namespace/$NS created" "$KUBECTL" create namespace "$NS"
 expect "kubectl create configmap" "configmap/seed-cfg created" k create configmap seed-cfg --from-literal=a=1
 expect_eq "… its data stored" "1" k get configmap seed-cfg -o 'jsonpath={.data.a}'
+expect "kubectl create secret generic" "secret/seed-secret created" \
+  k create secret generic seed-secret --from-literal=a=b --from-literal=c=d
+expect_eq "… base64 data and the Opaque type" "Yg==/ZA==/Opaque" \
+  k get secret seed-secret -o 'jsonpath={.data.a}/{.data.c}/{.type}'
+expect "… listed with its type and item count" "^seed-secret +Opaque +2 " k get secrets seed-secret
 expect "kubectl run" "pod/seed-run created" k run seed-run --image=nginx:1.19.0 --restart=Never
 expect_eq "… the pod as kubectl built it, defaulted" "nginx:1.19.0/Never/IfNotPresent" \
   k get pod seed-run -o 'jsonpath={.spec.containers[0].image}/{.spec.restartPolicy}/{.spec.containers[0].imagePullPolicy}'
+# An unknown field of a built-in kind under --validate=warn: warned about with its path, and not stored (the
+# apiserver's decoder into the Go type drops it).
+cat >"$WORK/warn-pod.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seed-warn
+spec:
+  nodeSelecter:
+    a: b
+  containers:
+  - name: c
+    image: nginx:1.19.0
+YAML
+expect "a Warn-mode unknown pod field warns with the field named" 'Warning: unknown field "spec.nodeSelecter"' \
+  k create --validate=warn -f "$WORK/warn-pod.yaml"
+expect_eq "… and is not stored" "0" bash -c "'$KUBECTL' -n '$NS' get pod seed-warn -o json | grep -c nodeSelecter"
+expect "delete that pod" "deleted" k delete pod seed-warn --wait=false
 expect "delete the pod" "deleted" k delete pod seed-run --wait=false
 
 # The seed's CloneSet, unchanged (examples/cloneset-demo.yaml).
