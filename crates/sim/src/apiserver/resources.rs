@@ -468,3 +468,18 @@ fn index_namespace(v: &Value) -> Vec<(&'static str, String)> {
 fn index_secret(v: &Value) -> Vec<(&'static str, String)> {
     vec![("type", text(v, "/type"))]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::find;
+
+    /// The handlers look these two up by name on every namespace and CRD request and treat a miss as impossible.
+    #[test]
+    fn the_handlers_fixed_lookups_are_in_the_table() {
+        assert_eq!(find("", "v1", "namespaces").map(|r| r.kind), Some("Namespace"));
+        assert_eq!(
+            find("apiextensions.k8s.io", "v1", "customresourcedefinitions").map(|r| r.kind),
+            Some("CustomResourceDefinition")
+        );
+    }
+}
