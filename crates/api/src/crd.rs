@@ -371,8 +371,12 @@ fn shaped_version(crd: &CustomResourceDefinition, version: Version) -> Option<Va
 
 /// The CloneSet CRD as served to a real apiserver: v1alpha1 and v1beta1 (storage, as in Kruise master), converted
 /// by the webhook `insitu run` serves at the default target.
+///
+/// Built once per process (schema generation is not free, and the embedded cluster installs it at every start:
+/// `insitu torture` starts one per seed).
 pub fn crd() -> CustomResourceDefinition {
-    crd_for(&default_webhook_target())
+    static CRD: std::sync::OnceLock<CustomResourceDefinition> = std::sync::OnceLock::new();
+    CRD.get_or_init(|| crd_for(&default_webhook_target())).clone()
 }
 
 /// The CRD with the conversion webhook at `target`.

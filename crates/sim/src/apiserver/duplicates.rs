@@ -4,7 +4,8 @@
 //! serde_json keeps the last value silently; the apiserver rejects the body under `fieldValidation=Strict` and
 //! warns under Warn (its default). Protobuf bodies have no duplicates to report.
 
-use std::fmt;
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
 
 use axum::http::Method;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -13,9 +14,25 @@ use serde_json::Value;
 use super::errors::quote;
 use super::patch::PatchKind;
 
-/// The strict decoder's messages for the fields a request repeats, in document order.
-pub(super) fn in_request(method: &Method, content_type: &str, body: &[u8]) -> Vec<String> {
+/// The strict decoder's messages for the fields a request repeats, in document order; and the body of a JSON
+/// create or update as parsed by the same pass (`None`: not such a body, or not JSON; the handler then parses it
+/// and reports the real error).
+pub(super) fn scan_request(method: &Method, content_type: &str, body: &[u8]) -> (Vec<String>, Option<Value>) {
     let ct = content_type.to_ascii_lowercase();
+    if matches!(*method, Method::POST | Method::PUT)
+        && ct.starts_with("application/json")
+        && let Ok((value, paths)) = parse_json(body)
+    {
+        let messages = paths
+            .iter()
+            .map(|p| format!("duplicate field {}", quote(p)))
+            .collect();
+        return (messages, Some(value));
+    }
+    (scan_other(method, &ct, body), None)
+}
+
+fn scan_other(method: &Method, ct: &str, body: &[u8]) -> Vec<String> {
     let json = |prefix: &str| -> Vec<String> {
         find(body)
             .iter()
@@ -23,7 +40,7 @@ pub(super) fn in_request(method: &Method, content_type: &str, body: &[u8]) -> Ve
             .collect()
     };
     if *method == Method::PATCH {
-        return match PatchKind::from_content_type(&ct) {
+        return match PatchKind::from_content_type(ct) {
             Some(PatchKind::Json) => json("json patch "),
             Some(PatchKind::Merge | PatchKind::Strategic) => json(""),
             Some(PatchKind::Apply) if serde_json::from_slice::<IgnoredAny>(body).is_err() => find_yaml(body),
@@ -31,7 +48,7 @@ pub(super) fn in_request(method: &Method, content_type: &str, body: &[u8]) -> Ve
             None => Vec::new(),
         };
     }
-    if !matches!(*method, Method::POST | Method::PUT) || super::protobuf::is_protobuf(&ct) {
+    if !matches!(*method, Method::POST | Method::PUT) || super::protobuf::is_protobuf(ct) {
         return Vec::new();
     }
     if ct.contains("yaml") && serde_json::from_slice::<IgnoredAny>(body).is_err() {
@@ -66,11 +83,16 @@ fn find_yaml(body: &[u8]) -> Vec<String> {
 
 /// The paths of the duplicated fields of a JSON document (`spec.replicas`, `spec.containers[0].image`), in
 /// document order; empty when the body is not JSON (it then fails to parse elsewhere with the real error).
+///
+/// It runs on every JSON write (no `fieldValidation` parameter means Warn), so it allocates nothing per field: one
+/// path buffer grows and shrinks as the walk descends, keys are borrowed from the body unless escaped, and a path
+/// becomes a `String` only for a duplicate.
 pub(super) fn find(body: &[u8]) -> Vec<String> {
     let mut found = Vec::new();
+    let mut path = String::new();
     let mut de = serde_json::Deserializer::from_slice(body);
     let seed = Walk {
-        path: String::new(),
+        path: &mut path,
         found: &mut found,
     };
     if seed.deserialize(&mut de).is_err() {
@@ -79,10 +101,145 @@ pub(super) fn find(body: &[u8]) -> Vec<String> {
     found
 }
 
-/// One JSON value at `path`; duplicates below it go to `found`.
+/// One JSON value at `path`; duplicates below it go to `found`. `path` is restored before returning.
 struct Walk<'a> {
-    path: String,
+    path: &'a mut String,
     found: &'a mut Vec<String>,
+}
+
+/// Parses a JSON document into a `Value` exactly as `serde_json::from_slice` does (the last of repeated keys
+/// wins) and, in the same pass, finds the repeated keys' paths as [`find`] does: a create or update body is read
+/// once, not once to store and once to check.
+pub(super) fn parse_json(body: &[u8]) -> Result<(Value, Vec<String>), serde_json::Error> {
+    let mut found = Vec::new();
+    let mut path = String::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = Build {
+        path: &mut path,
+        found: Some(&mut found),
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok((value, found))
+}
+
+/// One JSON value at `path`, built; repeated keys below it go to `found` (`None`: inside a repeated key's value,
+/// which the strict decoder skips).
+struct Build<'a> {
+    path: &'a mut String,
+    found: Option<&'a mut Vec<String>>,
+}
+
+impl Build<'_> {
+    fn child(&mut self, record: bool) -> Build<'_> {
+        Build {
+            path: &mut *self.path,
+            found: if record { self.found.as_deref_mut() } else { None },
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Build<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Build<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        let base = self.path.len();
+        let record = self.found.is_some();
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        loop {
+            if record {
+                let _ = write!(self.path, "[{}]", items.len());
+            }
+            let item = seq.next_element_seed(self.child(record));
+            self.path.truncate(base);
+            match item? {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        let base = self.path.len();
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let repeated = out.contains_key(&key);
+            if let Some(found) = self.found.as_deref_mut() {
+                if base > 0 {
+                    self.path.push('.');
+                }
+                self.path.push_str(&key);
+                if repeated {
+                    found.push(self.path.clone());
+                }
+            }
+            let value = map.next_value_seed(self.child(!repeated));
+            self.path.truncate(base);
+            out.insert(key, value?);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// An object key, borrowed from the body when it has no escapes.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Walk<'_> {
@@ -120,13 +277,17 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let base = self.path.len();
         let mut i = 0usize;
         loop {
+            let _ = write!(self.path, "[{i}]");
             let item = Walk {
-                path: format!("{}[{i}]", self.path),
+                path: &mut *self.path,
                 found: &mut *self.found,
             };
-            if seq.next_element_seed(item)?.is_none() {
+            let more = seq.next_element_seed(item)?.is_some();
+            self.path.truncate(base);
+            if !more {
                 return Ok(());
             }
             i += 1;
@@ -134,24 +295,27 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let base = self.path.len();
         // Objects are small: a linear scan of the keys seen costs less than hashing them.
-        let mut seen: Vec<String> = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = if self.path.is_empty() {
-                key.clone()
-            } else {
-                format!("{}.{key}", self.path)
-            };
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        while let Some(key) = map.next_key_seed(Key)? {
+            if base > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
             if seen.contains(&key) {
-                self.found.push(path);
+                self.found.push(self.path.clone());
+                self.path.truncate(base);
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
             seen.push(key);
-            map.next_value_seed(Walk {
-                path,
+            let result = map.next_value_seed(Walk {
+                path: &mut *self.path,
                 found: &mut *self.found,
-            })?;
+            });
+            self.path.truncate(base);
+            result?;
         }
         Ok(())
     }
@@ -160,6 +324,10 @@ impl<'de> Visitor<'de> for Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn in_request(method: &Method, content_type: &str, body: &[u8]) -> Vec<String> {
+        scan_request(method, content_type, body).0
+    }
 
     #[test]
     fn paths_of_duplicates_in_document_order() {
@@ -174,6 +342,44 @@ mod tests {
         );
         assert!(find(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty());
         assert!(find(b"kind: Pod\nkind: Pod\n").is_empty());
+    }
+
+    #[test]
+    fn parse_json_builds_what_serde_json_builds_and_finds_what_find_finds() {
+        let bodies: [&[u8]; 6] = [
+            br#"{"spec":{"replicas":1,"replicas":2,"template":{"spec":{"containers":[{"name":"a","image":"x","image":"y"}]}}},"metadata":{"labels":{"a":"1","a":"2"}}}"#,
+            br#"{"a":{"b":1,"b":{"c":1,"c":2}},"a":{"d":[1,2.5,-3,18446744073709551615,1.5e300]}}"#,
+            br#"{"s":"esc\"aped\u00e9","k\"ey":null,"k\"ey":true,"n":-0.0,"e":[],"o":{}}"#,
+            br#"[{"x":1,"x":2},[{"y":1,"y":1}]]"#,
+            br#"  {"trailing": "space"}  "#,
+            br#"17"#,
+        ];
+        for body in bodies {
+            let (v, paths) = parse_json(body).expect("parses");
+            let want: Value = serde_json::from_slice(body).expect("serde_json parses");
+            assert_eq!(v, want, "{}", String::from_utf8_lossy(body));
+            assert_eq!(paths, find(body), "{}", String::from_utf8_lossy(body));
+        }
+        for bad in [&b"{\"a\":1} x"[..], b"{\"a\":", b"", b"kind: Pod"] {
+            assert!(parse_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn scan_request_parses_json_creates_and_updates_only() {
+        let body = br#"{"spec":{"replicas":1,"replicas":2}}"#;
+        let (msgs, parsed) = scan_request(&Method::PUT, "application/json", body);
+        assert_eq!(msgs, vec![r#"duplicate field "spec.replicas""#.to_string()]);
+        assert_eq!(parsed, serde_json::from_slice::<Value>(body).ok());
+        let (msgs, parsed) = scan_request(&Method::PATCH, "application/merge-patch+json", body);
+        assert_eq!(msgs.len(), 1);
+        assert!(parsed.is_none());
+        assert!(
+            scan_request(&Method::POST, "application/yaml", b"kind: Pod\n")
+                .1
+                .is_none()
+        );
+        assert!(scan_request(&Method::POST, "application/json", b"{").1.is_none());
     }
 
     #[test]

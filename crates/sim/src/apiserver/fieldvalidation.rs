@@ -8,6 +8,7 @@
 //! Under every directive an unknown field of a built-in kind is dropped from what is stored, as kube-apiserver
 //! loses it decoding into its Go type: the fields known are k8s-openapi's (v1_35) plus [`NEWER_FIELDS`].
 
+use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use axum::http::HeaderValue;
@@ -34,6 +35,8 @@ pub(super) struct FieldCheck {
     directive: Directive,
     /// The strict decoder's messages for the fields the body or patch repeats (`duplicate field "a"`).
     duplicates: Vec<String>,
+    /// A JSON create or update body, parsed by the duplicate scan ([`FieldCheck::take_body`]).
+    body: Mutex<Option<Value>>,
     warnings: Mutex<Vec<String>>,
     /// The unknown fields dropped from built-in kinds' objects (for [`super::ApiStats::pruned`]).
     pruned: Mutex<Vec<String>>,
@@ -73,14 +76,15 @@ impl FieldCheck {
         // unknown and duplicate fields cannot be reported (prost skips unknown tags, as Go's decoder does).
         let protobuf = super::protobuf::is_protobuf(req.content_type());
         let directive = if protobuf { Directive::Ignore } else { directive };
-        let duplicates = if directive == Directive::Ignore {
-            Vec::new()
+        let (duplicates, body) = if directive == Directive::Ignore {
+            (Vec::new(), None)
         } else {
-            duplicates::in_request(&req.method, req.content_type(), &req.body)
+            duplicates::scan_request(&req.method, req.content_type(), &req.body)
         };
         Ok(Self {
             directive,
             duplicates,
+            body: Mutex::new(body),
             warnings: Mutex::new(Vec::new()),
             pruned: Mutex::new(Vec::new()),
         })
@@ -93,11 +97,16 @@ impl FieldCheck {
         let typed = self.check_fields(view, obj, source)?;
         if let Some(typed) = typed {
             let mut pruned = Vec::new();
-            prune(view, obj, &typed, "", &mut pruned);
+            prune(view, obj, &typed, &mut String::new(), &mut pruned);
             let tagged = pruned.into_iter().map(|p| format!("{} {p}", view.qualified()));
             lock(&self.pruned).extend(tagged);
         }
         Ok(())
+    }
+
+    /// The request body as the duplicate scan parsed it (once; `None` if it did not, or it was taken).
+    pub(super) fn take_body(&self) -> Option<Value> {
+        lock(&self.body).take()
     }
 
     /// The unknown fields this request's objects lost (`<resource> <field path>`).
@@ -126,11 +135,18 @@ impl FieldCheck {
             {
                 return Err(decode_message(view, obj, source, &why));
             }
-            match typed_roundtrip(view, obj) {
+            // The typed decode alone says whether the decoder ignored anything; only then is the object encoded
+            // back and compared to name (and later prune) the fields it lost. Nearly every write ignores nothing.
+            let ignored = match typed_decode(view, obj) {
                 None if self.duplicates.is_empty() => return Ok(None),
+                None => false,
+                Some(Ok(ignored)) => ignored,
+                Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
+            };
+            match ignored.then(|| typed_roundtrip(view, obj)).flatten() {
                 None => {}
                 Some(Ok(typed)) => {
-                    dropped(obj, Some(&typed), "", &mut unknown);
+                    dropped(obj, Some(&typed), &mut String::new(), &mut unknown);
                     unknown.retain(|f| !is_newer_field(view, f));
                     typed_out = Some(typed);
                 }
@@ -211,28 +227,49 @@ fn decode_message(view: &ResourceType, obj: &Value, source: Source, e: &str) -> 
     }
 }
 
+/// Calls `$f::<T>($obj)` with `T` the k8s-openapi type of a built-in kind; `None` for a kind without one.
+macro_rules! with_typed {
+    ($view:expr, $f:ident, $obj:expr) => {{
+        use k8s_openapi::api::{apps, coordination, core, events};
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+        Some(match ($view.group, $view.resource) {
+            ("", "pods") => $f::<core::v1::Pod>($obj),
+            ("", "namespaces") => $f::<core::v1::Namespace>($obj),
+            ("", "nodes") => $f::<core::v1::Node>($obj),
+            ("", "events") => $f::<core::v1::Event>($obj),
+            ("", "persistentvolumeclaims") => $f::<core::v1::PersistentVolumeClaim>($obj),
+            ("", "configmaps") => $f::<core::v1::ConfigMap>($obj),
+            ("", "secrets") => $f::<core::v1::Secret>($obj),
+            ("events.k8s.io", "events") => $f::<events::v1::Event>($obj),
+            ("apps", "controllerrevisions") => $f::<apps::v1::ControllerRevision>($obj),
+            ("coordination.k8s.io", "leases") => $f::<coordination::v1::Lease>($obj),
+            ("apiextensions.k8s.io", "customresourcedefinitions") => {
+                $f::<apiext::CustomResourceDefinition>($obj)
+            }
+            _ => return None,
+        })
+    }};
+}
+
+/// Decodes a built-in kind into its k8s-openapi type (the strict decoder's type errors): `Ok(true)` when the
+/// decoder ignored a field (an unknown field, or a null one), `None` for a kind without a typed form.
+fn typed_decode(view: &ResourceType, obj: &Value) -> Option<Result<bool, serde_json::Error>> {
+    fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> Result<bool, serde_json::Error> {
+        let mut ignored = false;
+        let _: T = serde_ignored::deserialize(v, |_| ignored = true)?;
+        Ok(ignored)
+    }
+    with_typed!(view, decode, obj)
+}
+
 /// Decodes a built-in kind into its k8s-openapi type and encodes it back (`None`: a kind without a typed form).
 fn typed_roundtrip(view: &ResourceType, obj: &Value) -> Option<Result<Value, serde_json::Error>> {
-    use k8s_openapi::api::{apps, coordination, core, events};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
     fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> Result<Value, serde_json::Error> {
-        let typed: T = serde_json::from_value(v.clone())?;
+        // From a borrowed `Value`: no deep copy of the object before decoding it.
+        let typed = T::deserialize(v)?;
         serde_json::to_value(typed)
     }
-    Some(match (view.group, view.resource) {
-        ("", "pods") => rt::<core::v1::Pod>(obj),
-        ("", "namespaces") => rt::<core::v1::Namespace>(obj),
-        ("", "nodes") => rt::<core::v1::Node>(obj),
-        ("", "events") => rt::<core::v1::Event>(obj),
-        ("", "persistentvolumeclaims") => rt::<core::v1::PersistentVolumeClaim>(obj),
-        ("", "configmaps") => rt::<core::v1::ConfigMap>(obj),
-        ("", "secrets") => rt::<core::v1::Secret>(obj),
-        ("events.k8s.io", "events") => rt::<events::v1::Event>(obj),
-        ("apps", "controllerrevisions") => rt::<apps::v1::ControllerRevision>(obj),
-        ("coordination.k8s.io", "leases") => rt::<coordination::v1::Lease>(obj),
-        ("apiextensions.k8s.io", "customresourcedefinitions") => rt::<apiext::CustomResourceDefinition>(obj),
-        _ => return None,
-    })
+    with_typed!(view, rt, obj)
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -244,28 +281,42 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// Paths present (non-null) in `input` but gone from its typed round trip: the fields the typed decoder ignored.
-fn dropped(input: &Value, output: Option<&Value>, path: &str, out: &mut Vec<String>) {
+/// `path` is a scratch buffer (restored on return), so only a dropped field's path is allocated: this runs on
+/// every built-in write.
+fn dropped(input: &Value, output: Option<&Value>, path: &mut String, out: &mut Vec<String>) {
+    let base = path.len();
     match input {
         Value::Object(m) => {
             for (k, v) in m {
-                if v.is_null() || (path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind")) {
+                if v.is_null() || (base == 0 && matches!(k.as_str(), "apiVersion" | "kind")) {
                     continue;
                 }
-                let p = join(path, k);
+                push_key(path, k);
                 match output.and_then(|o| o.get(k)) {
-                    None if output.is_some_and(Value::is_object) => out.push(p),
+                    None if output.is_some_and(Value::is_object) => out.push(path.clone()),
                     None => {}
-                    Some(o) => dropped(v, Some(o), &p, out),
+                    Some(o) => dropped(v, Some(o), path, out),
                 }
+                path.truncate(base);
             }
         }
         Value::Array(items) => {
             for (i, v) in items.iter().enumerate() {
-                dropped(v, output.and_then(|o| o.get(i)), &format!("{path}[{i}]"), out);
+                let _ = write!(path, "[{i}]");
+                dropped(v, output.and_then(|o| o.get(i)), path, out);
+                path.truncate(base);
             }
         }
         _ => {}
     }
+}
+
+/// Appends `.key` (or `key` at the top) to a path buffer.
+fn push_key(path: &mut String, key: &str) {
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -301,30 +352,44 @@ fn is_newer_field(view: &ResourceType, path: &str) -> bool {
 }
 
 /// Removes from `input` what its typed round trip `output` lost (the Go decoder's pruning), except
-/// [`NEWER_FIELDS`]; nulls stay (the store's null handling is per kind). Records each removed path.
-fn prune(view: &ResourceType, input: &mut Value, output: &Value, path: &str, out: &mut Vec<String>) {
+/// [`NEWER_FIELDS`]; nulls stay (the store's null handling is per kind). Records each removed path. `path` is a
+/// scratch buffer restored on return: a path is built only for a field that is looked up or removed.
+fn prune(view: &ResourceType, input: &mut Value, output: &Value, path: &mut String, out: &mut Vec<String>) {
+    let base = path.len();
     match (input, output) {
         (Value::Object(m), Value::Object(o)) => {
             m.retain(|k, v| {
-                let p = join(path, k);
-                let keep = v.is_null()
-                    || (path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind"))
+                if v.is_null()
+                    || (base == 0 && matches!(k.as_str(), "apiVersion" | "kind"))
                     || o.contains_key(k)
-                    || is_newer_field(view, &p);
-                if !keep {
-                    out.push(p);
+                {
+                    return true;
                 }
+                push_key(path, k);
+                let keep = is_newer_field(view, path);
+                if !keep {
+                    out.push(path.clone());
+                }
+                path.truncate(base);
                 keep
             });
             for (k, v) in m.iter_mut() {
-                if let Some(o) = o.get(k) {
-                    prune(view, v, o, &join(path, k), out);
+                if let Some(o) = o.get(k)
+                    && (v.is_object() || v.is_array())
+                {
+                    push_key(path, k);
+                    prune(view, v, o, path, out);
+                    path.truncate(base);
                 }
             }
         }
         (Value::Array(items), Value::Array(o)) => {
             for (i, (v, o)) in items.iter_mut().zip(o).enumerate() {
-                prune(view, v, o, &format!("{path}[{i}]"), out);
+                if v.is_object() || v.is_array() {
+                    let _ = write!(path, "[{i}]");
+                    prune(view, v, o, path, out);
+                    path.truncate(base);
+                }
             }
         }
         _ => {}
@@ -454,9 +519,69 @@ mod tests {
         let rt = resources_pods();
         let out = typed_roundtrip(rt, &input).and_then(Result::ok);
         let mut unknown = Vec::new();
-        dropped(&input, out.as_ref(), "", &mut unknown);
+        dropped(&input, out.as_ref(), &mut String::new(), &mut unknown);
         unknown.sort();
         assert_eq!(unknown, vec!["spec.containers[0].imagee", "spec.nodeSelecter"]);
+    }
+
+    #[test]
+    fn typed_decode_says_whether_anything_was_ignored() {
+        let rt = resources_pods();
+        let clean = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80}]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+        assert!(!typed_decode(rt, &clean).and_then(Result::ok).unwrap_or(true));
+        for (path, v) in [
+            ("/spec/containers/0/imagee", json!("y")),
+            ("/status/nodeNam", json!(null)),
+        ] {
+            let mut dirty = clean.clone();
+            let (parent, key) = path.rsplit_once('/').unwrap_or_default();
+            if let Some(m) = dirty.pointer_mut(parent).and_then(Value::as_object_mut) {
+                m.insert(key.to_string(), v);
+            }
+            assert_eq!(
+                typed_decode(rt, &dirty).and_then(Result::ok),
+                Some(true),
+                "{path}"
+            );
+        }
+        let wrong = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": 1}]}});
+        assert!(typed_decode(rt, &wrong).is_some_and(|r| r.is_err()));
+        assert!(typed_decode(resources_clonesets(), &clean).is_none());
+    }
+
+    #[test]
+    fn warned_fields_are_pruned_and_clean_writes_untouched() {
+        let rt = resources_pods();
+        let check = FieldCheck {
+            directive: Directive::Warn,
+            duplicates: Vec::new(),
+            body: Mutex::new(None),
+            warnings: Mutex::new(Vec::new()),
+            pruned: Mutex::new(Vec::new()),
+        };
+        let clean = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let mut obj = clean.clone();
+        assert!(check.check(rt, &mut obj, Source::Body).is_ok());
+        assert_eq!(obj, clean);
+        assert!(check.pruned().is_empty());
+        obj["spec"]["containers"][0]["imagee"] = json!("y");
+        obj["spec"]["nodeSelecter"] = json!({});
+        assert!(check.check(rt, &mut obj, Source::Body).is_ok());
+        assert_eq!(obj, clean);
+        assert_eq!(
+            check.pruned(),
+            vec!["pods spec.nodeSelecter", "pods spec.containers[0].imagee"]
+        );
+    }
+
+    fn resources_clonesets() -> &'static ResourceType {
+        super::super::resources::RESOURCES
+            .iter()
+            .find(|r| r.is_cloneset())
+            .unwrap_or(&super::super::resources::RESOURCES[0])
     }
 
     fn resources_pods() -> &'static ResourceType {

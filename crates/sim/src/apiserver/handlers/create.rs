@@ -5,7 +5,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::storage::{admit_cloneset, storage_rt, stored_form};
-use super::{Target, meta_mut, parse_object, present, rt_namespaces};
+use super::{Target, meta_mut, present, request_object, rt_namespaces};
 use crate::apiserver::errors::{ApiError, ApiResult, FieldErr, quote};
 use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::resources::ResourceType;
@@ -45,7 +45,7 @@ pub(super) fn name_errors(name: &str, label: bool) -> Vec<FieldErr> {
 
 impl ApiServer {
     pub(super) fn create(&self, req: &ApiRequest, ns: &str, fv: &FieldCheck) -> ApiResult<Response> {
-        let mut raw = parse_object(req)?;
+        let mut raw = request_object(req, fv)?;
         fv.check(req.rt, &mut raw, Source::Body)?;
         let body = stored_form(req.rt, raw);
         let obj = self.create_value_as(req.rt, ns, body, req.dry_run(), req.body.len())?;

@@ -103,6 +103,14 @@ fn without(v: &Value, keys: &[&str]) -> Value {
     }
 }
 
+/// The request's object: the body the field check's duplicate scan already parsed, else [`parse_object`].
+fn request_object(req: &ApiRequest, fv: &FieldCheck) -> ApiResult<Value> {
+    match fv.take_body() {
+        Some(v) if v.is_object() => Ok(v),
+        _ => parse_object(req),
+    }
+}
+
 fn parse_object(req: &ApiRequest) -> ApiResult<Value> {
     let ct = req.content_type().to_ascii_lowercase();
     if protobuf::is_protobuf(&ct) {

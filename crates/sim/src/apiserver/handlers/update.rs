@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::storage::{admit_cloneset, storage_rt, stored_form};
 use super::{
-    Mode, ResizeNode, Target, check_rv, copy_field, finalizers_empty, meta_mut, meta_str, parse_object,
-    present_value, rt_namespaces, without, written_response,
+    Mode, ResizeNode, Target, check_rv, copy_field, finalizers_empty, meta_mut, meta_str, present_value,
+    request_object, rt_namespaces, without, written_response,
 };
 use crate::apiserver::errors::{ApiError, ApiResult, FieldErr, quote};
 use crate::apiserver::fieldvalidation::{FieldCheck, Source};
@@ -27,7 +27,7 @@ impl ApiServer {
         fv: &FieldCheck,
     ) -> ApiResult<Response> {
         let rt = storage_rt(req.rt);
-        let mut raw = parse_object(req)?;
+        let mut raw = request_object(req, fv)?;
         fv.check(req.rt, &mut raw, Source::Body)?;
         let body = stored_form(req.rt, raw);
         if rt.create_on_update {
