@@ -92,9 +92,18 @@ impl Exec<'_> {
         if self.ctx.resize_subresource && resizes {
             self.resize_pod(name, uid, &mutation.container_resources).await?;
         }
+        // The state's imageIDs are those of the pod as written, not as planned (Kruise records them from the
+        // pod it fetched for the write).
+        let restamp = mutation
+            .annotations
+            .get(keys::INPLACE_UPDATE_STATE_ANNOTATION)
+            .is_some_and(Option::is_some);
         let mutate = |pod: &mut Pod| {
             let before = pod.clone();
             mutation.apply(pod);
+            if restamp {
+                insitu_core::inplace::restamp_last_container_statuses(pod);
+            }
             *pod != before
         };
         let written = self.read_modify_write(name, uid, Target::Pod, &mutate).await;

@@ -7,6 +7,7 @@ use insitu_api::inplace::{
     InPlaceUpdateContainerBatch, InPlaceUpdateContainerStatus, InPlaceUpdatePreCheckBeforeNext,
     InPlaceUpdateState,
 };
+use insitu_api::keys;
 use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
@@ -163,9 +164,76 @@ pub(super) fn patch_spec_to_pod(
     });
 }
 
+/// Re-records the imageIDs of an in-place state annotation from the pod it is being written to (Kruise builds
+/// `lastContainerStatuses` from the pod it fetched in each conflict retry of `updatePodInPlace`). The plan made
+/// the state from its snapshot; the executor writes it onto the pod as read at write time (our own newer write,
+/// or a fresh GET after a 409), whose containers may have restarted since: an older imageID recorded would make
+/// the completion check take that restart for this update's. Returns whether it changed anything.
+pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
+    let Some(raw) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::INPLACE_UPDATE_STATE_ANNOTATION))
+    else {
+        return false;
+    };
+    let Ok(mut state) = super::parse_state(raw) else {
+        return false;
+    };
+    let Some(last) = state.last_container_statuses.as_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    for s in pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(rec) = last.get_mut(&s.name)
+            && rec.image_id != s.image_id
+        {
+            rec.image_id = s.image_id.clone();
+            changed = true;
+        }
+    }
+    if changed && let Some(a) = pod.metadata.annotations.as_mut() {
+        a.insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.to_string(), state.to_json());
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{burstable, pod_with};
+
+    #[test]
+    fn restamp_records_the_imageids_of_the_pod_written() {
+        use super::{Pod, keys, restamp_last_container_statuses};
+        let state = r#"{"revision":"r2","updateTimestamp":"2026-01-01T00:00:00Z","lastContainerStatuses":{"app":{"imageID":"id-v1"}},"updateImages":true}"#;
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "annotations": {keys::INPLACE_UPDATE_STATE_ANNOTATION: state}},
+            "spec": {"containers": [{"name": "app", "image": "nginx:v1"}, {"name": "side", "image": "s:1"}]},
+            "status": {"containerStatuses": [
+                {"name": "app", "image": "nginx:v2", "imageID": "id-v2", "ready": false, "restartCount": 1},
+                {"name": "side", "image": "s:1", "imageID": "id-s", "ready": true, "restartCount": 0}]}
+        }))
+        .unwrap_or_default();
+        assert!(restamp_last_container_statuses(&mut pod));
+        let raw = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::INPLACE_UPDATE_STATE_ANNOTATION));
+        let st = super::super::parse_state(raw.map_or("", String::as_str)).expect("state");
+        let last = st.last_container_statuses.unwrap_or_default();
+        assert_eq!(last.len(), 1, "only the recorded containers");
+        assert_eq!(last.get("app").map(|c| c.image_id.as_str()), Some("id-v2"));
+        assert_eq!(st.revision, "r2");
+        assert!(!restamp_last_container_statuses(&mut pod), "already current");
+    }
     use super::super::{StartTemplate, calculate, check_completed, next_batch, parse_state};
     use insitu_api::keys;
     use k8s_openapi::jiff::Timestamp;

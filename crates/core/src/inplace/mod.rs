@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::envmeta::{self, RefMetadata};
 
+pub use batch::restamp_last_container_statuses;
 pub use complete::{
     check_completed, containers_completed, has_next_batch, images_equal, next_batch, normalize_image,
     parse_state,

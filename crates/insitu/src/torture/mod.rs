@@ -20,6 +20,7 @@ use insitu_api::CloneSet;
 use insitu_sim::apiserver::Partition;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use insitu_sim::kubelet::{ImageFailure, ImageProfile, ImageProfiles};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{PatchParams, PostParams};
@@ -179,7 +180,34 @@ async fn converged(api: &Api<CloneSet>, checker: &Checker) -> Result<(), String>
         .as_ref()
         .and_then(|u| u.max_surge.as_ref())
         .map_or(0, |m| scaled(Some(m), replicas, true, 0).max(0));
-    let most = if broken_old { replicas + surge } else { replicas };
+    // Kruise's scale-down can stall for good, and that is no controller fault: the partition keeps every
+    // old-revision pod (broken ones too, which use up maxUnavailable), and the only pods it could delete are
+    // ready updated ones, which deleteReadyLimit = maxUnavailable + (pods − replicas) − unavailable (Kruise
+    // `calculateDiffsWithExpectation`) forbids. Converging would break one rule or the other (found by
+    // `insitu torture --seed 6405 --pods 50`: scale 36 → 4, partition 17, four pods on a broken image).
+    let old_n = live.iter().filter(|p| revision(p) != st.update_revision).count() as i32;
+    let max_unavailable = {
+        let default = IntOrString::String("20%".into());
+        let mu = cs
+            .spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.max_unavailable.as_ref())
+            .unwrap_or(&default);
+        scaled(Some(mu), replicas, surge == 0, 0)
+    };
+    let scale_down_blocked = broken_old
+        && n > replicas
+        && old_n <= partition
+        && updated_ready == updated.len() as i32
+        && max_unavailable + (n - replicas) - (n - ready_n) <= 0;
+    let most = if scale_down_blocked {
+        n
+    } else if broken_old {
+        replicas + surge
+    } else {
+        replicas
+    };
     if n < replicas || n > most || terminating > 0 {
         why.push(format!(
             "{n} live pods ({terminating} terminating), want {replicas}{}",
