@@ -8,7 +8,7 @@ use insitu_api::inplace::{
     InPlaceUpdateState,
 };
 use insitu_api::keys;
-use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
@@ -135,13 +135,7 @@ pub(super) fn patch_spec_to_pod(
             state.next_container_resources.insert(name.clone(), res.clone());
         }
     }
-    for s in pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-    {
+    for s in container_statuses(pod) {
         // Kruise records imageIDs only for the containers whose image this batch changes.
         if batch.contains(&s.name) && images.contains_key(&s.name) {
             let last = state.last_container_statuses.get_or_insert_with(BTreeMap::new);
@@ -162,6 +156,15 @@ pub(super) fn patch_spec_to_pod(
         timestamp: now.clone(),
         containers: batch.into_iter().collect(),
     });
+}
+
+/// The pod's container statuses (none without a status).
+fn container_statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
 }
 
 /// Re-records the imageIDs of an in-place state annotation from the pod it is being written to (Kruise builds
@@ -185,13 +188,7 @@ pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
         return false;
     };
     let mut changed = false;
-    for s in pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-    {
+    for s in container_statuses(pod) {
         if let Some(rec) = last.get_mut(&s.name)
             && rec.image_id != s.image_id
         {
