@@ -8,8 +8,8 @@ use insitu::{
 
 use std::process::ExitCode;
 
-/// jemalloc, as Linkerd's policy-controller uses: ~2× faster than glibc's malloc on the embedded cluster's JSON
-/// churn, and it returns freed pages to the OS on its own decay timer (docs/benchmarks.md, "Allocator").
+/// jemalloc, as Linkerd's policy-controller uses: glibc's malloc/free were ~35% of the embedded cluster's CPU
+/// (docs/benchmarks.md, "The embedded cluster's per-write costs, cut").
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -206,9 +206,14 @@ pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
 mod tests {
     use super::super::tests::{burstable, pod_with};
 
+    use super::super::{StartTemplate, calculate, check_completed, next_batch, parse_state};
+    use insitu_api::keys;
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
     #[test]
     fn restamp_records_the_imageids_of_the_pod_written() {
-        use super::{Pod, keys, restamp_last_container_statuses};
+        use super::{Pod, restamp_last_container_statuses};
         let state = r#"{"revision":"r2","updateTimestamp":"2026-01-01T00:00:00Z","lastContainerStatuses":{"app":{"imageID":"id-v1"}},"updateImages":true}"#;
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "annotations": {keys::INPLACE_UPDATE_STATE_ANNOTATION: state}},
@@ -231,10 +236,6 @@ mod tests {
         assert_eq!(st.revision, "r2");
         assert!(!restamp_last_container_statuses(&mut pod), "already current");
     }
-    use super::super::{StartTemplate, calculate, check_completed, next_batch, parse_state};
-    use insitu_api::keys;
-    use k8s_openapi::jiff::Timestamp;
-    use serde_json::json;
 
     #[test]
     fn resources_follow_container_priority_batches() {

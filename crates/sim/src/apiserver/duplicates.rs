@@ -4,7 +4,6 @@
 //! serde_json keeps the last value silently; the apiserver rejects the body under `fieldValidation=Strict` and
 //! warns under Warn (its default). Protobuf bodies have no duplicates to report.
 
-use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 use axum::http::Method;
@@ -83,33 +82,21 @@ fn find_yaml(body: &[u8]) -> Vec<String> {
 
 /// The paths of the duplicated fields of a JSON document (`spec.replicas`, `spec.containers[0].image`), in
 /// document order; empty when the body is not JSON (it then fails to parse elsewhere with the real error).
-///
-/// It runs on every JSON write (no `fieldValidation` parameter means Warn), so it allocates nothing per field: one
-/// path buffer grows and shrinks as the walk descends, keys are borrowed from the body unless escaped, and a path
-/// becomes a `String` only for a duplicate.
 pub(super) fn find(body: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut path = String::new();
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let seed = Walk {
-        path: &mut path,
-        found: &mut found,
-    };
-    if seed.deserialize(&mut de).is_err() {
-        return Vec::new();
-    }
-    found
+    parse_json(body).map(|(_, paths)| paths).unwrap_or_default()
 }
 
-/// One JSON value at `path`; duplicates below it go to `found`. `path` is restored before returning.
-struct Walk<'a> {
-    path: &'a mut String,
-    found: &'a mut Vec<String>,
+/// Appends `.key` (or `key` at the top) to a field path being built.
+pub(super) fn push_key(path: &mut String, key: &str) {
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
 }
 
 /// Parses a JSON document into a `Value` exactly as `serde_json::from_slice` does (the last of repeated keys
-/// wins) and, in the same pass, finds the repeated keys' paths as [`find`] does: a create or update body is read
-/// once, not once to store and once to check.
+/// wins) and, in the same pass, the repeated keys' paths (the strict decoder's duplicates): a create or update
+/// body is read once, not once to store and once to check.
 pub(super) fn parse_json(body: &[u8]) -> Result<(Value, Vec<String>), serde_json::Error> {
     let mut found = Vec::new();
     let mut path = String::new();
@@ -199,10 +186,7 @@ impl<'de> Visitor<'de> for Build<'_> {
         while let Some(key) = map.next_key::<String>()? {
             let repeated = out.contains_key(&key);
             if let Some(found) = self.found.as_deref_mut() {
-                if base > 0 {
-                    self.path.push('.');
-                }
-                self.path.push_str(&key);
+                push_key(self.path, &key);
                 if repeated {
                     found.push(self.path.clone());
                 }
@@ -212,112 +196,6 @@ impl<'de> Visitor<'de> for Build<'_> {
             out.insert(key, value?);
         }
         Ok(Value::Object(out))
-    }
-}
-
-/// An object key, borrowed from the body when it has no escapes.
-struct Key;
-
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Key {
-    type Value = Cow<'de, str>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string key")
-    }
-
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Cow::Borrowed(v))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Cow::Owned(v.to_string()))
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let base = self.path.len();
-        let mut i = 0usize;
-        loop {
-            let _ = write!(self.path, "[{i}]");
-            let item = Walk {
-                path: &mut *self.path,
-                found: &mut *self.found,
-            };
-            let more = seq.next_element_seed(item)?.is_some();
-            self.path.truncate(base);
-            if !more {
-                return Ok(());
-            }
-            i += 1;
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let base = self.path.len();
-        // Objects are small: a linear scan of the keys seen costs less than hashing them.
-        let mut seen: Vec<Cow<'de, str>> = Vec::new();
-        while let Some(key) = map.next_key_seed(Key)? {
-            if base > 0 {
-                self.path.push('.');
-            }
-            self.path.push_str(&key);
-            if seen.contains(&key) {
-                self.found.push(self.path.clone());
-                self.path.truncate(base);
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            seen.push(key);
-            let result = map.next_value_seed(Walk {
-                path: &mut *self.path,
-                found: &mut *self.found,
-            });
-            self.path.truncate(base);
-            result?;
-        }
-        Ok(())
     }
 }
 

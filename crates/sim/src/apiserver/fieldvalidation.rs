@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::ApiRequest;
 use super::dryrun;
-use super::duplicates;
+use super::duplicates::{self, push_key};
 use super::errors::{ApiError, ApiResult, FieldErr, quote};
 use super::resources::ResourceType;
 use super::structural;
@@ -309,14 +309,6 @@ fn dropped(input: &Value, output: Option<&Value>, path: &mut String, out: &mut V
         }
         _ => {}
     }
-}
-
-/// Appends `.key` (or `key` at the top) to a path buffer.
-fn push_key(path: &mut String, key: &str) {
-    if !path.is_empty() {
-        path.push('.');
-    }
-    path.push_str(key);
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
