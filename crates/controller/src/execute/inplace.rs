@@ -103,6 +103,8 @@ impl Exec<'_> {
             mutation.apply(pod);
             if restamp {
                 insitu_core::inplace::restamp_last_container_statuses(pod);
+                let batch = mutation.container_images.keys().map(String::as_str);
+                insitu_core::inplace::record_pending_restarts(&before, pod, batch);
             }
             *pod != before
         };

@@ -83,7 +83,9 @@ pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
         || !state.next_container_resources.is_empty()
 }
 
-/// Kruise `defaultCheckContainersInPlaceUpdateCompleted`, in its order:
+/// Kruise `defaultCheckContainersInPlaceUpdateCompleted`, in its order, after insitu's own first step
+/// (containers the kubelet was already replacing when the update began must run as new containers,
+/// [`super::restart`]):
 /// 1. an unreadable `apps.kruise.io/runtime-containers-meta` fails the check;
 /// 2. env from metadata needs that report, each container with the running containerID and the env hash
 ///    of the pod's current labels/annotations;
@@ -96,6 +98,8 @@ pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
 ///
 /// A stale or partial report (4 failing) is no error, as in Kruise: the fallback decides.
 pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(), String> {
+    // insitu's addition: containers the kubelet was replacing when this update began must restart first.
+    super::restart::restarts_done(pod)?;
     let meta = RuntimeContainerMetaSet::of(pod)?;
     if state.update_env_from_metadata {
         envmeta::env_hashes_consistent(pod, meta.as_ref())?;

@@ -1,9 +1,11 @@
 //! In-place update rules (research §2.3–2.6): eligibility from the revision diff (here), then start and
-//! grace ([`start`]), container batches by launch priority ([`batch`]) and completion ([`complete`]).
+//! grace ([`start`]), container batches by launch priority ([`batch`]), completion ([`complete`]) and
+//! the restart a kubelet had already decided ([`restart`]).
 
 mod batch;
 mod complete;
 mod diff;
+mod restart;
 mod start;
 
 use std::collections::BTreeMap;
@@ -22,6 +24,7 @@ pub use complete::{
 };
 pub(crate) use diff::{Op, diff};
 use diff::{container_image_index, map_changes, meta_patch_json, str_map};
+pub use restart::{record_pending_restarts, restarts_done};
 pub use start::{Grace, StartTemplate, finish_grace};
 
 /// What an in-place update changes (Kruise `UpdateSpec` minus the fields we do not support).
