@@ -69,3 +69,22 @@ fn partition_blocked_scale_down_is_a_stall_not_a_violation() {
     .expect("torture runs");
     assert_eq!(totals.seeds, 1);
 }
+
+/// Seed 3474 of the 10,000-seed run (50 pods): a rollback 1.20.0 → 1.19.0 written while the kubelet was stopping a
+/// 1.19.0 container for the first update. Kruise's completion rule alone (same imageID, status image = spec) saw
+/// the rollback complete at once; the kubelet's restart then took the pod down, one unavailable pod more than
+/// `maxUnavailable`. The controller now waits for those containers to run as new ones
+/// (`core::inplace::restart`).
+#[test]
+fn a_rollback_during_the_kubelets_restart_stays_within_max_unavailable() {
+    let totals = run_seeds(&[3474], 50, 1, false, |r| {
+        assert!(
+            r.violations.is_empty(),
+            "seed 3474: {}\n  {}",
+            r.description,
+            r.violations.join("\n  ")
+        );
+    })
+    .expect("torture runs");
+    assert_eq!(totals.seeds, 1);
+}
