@@ -20,10 +20,11 @@ pub const INPLACE_UPDATE_STATE_ANNOTATION_OLD: &str = "inplace-update-state";
 pub const INPLACE_UPDATE_GRACE_ANNOTATION: &str = "apps.kruise.io/inplace-update-grace";
 /// Legacy key of the grace annotation.
 pub const INPLACE_UPDATE_GRACE_ANNOTATION_OLD: &str = "inplace-update-grace";
-/// Pod annotation (insitu's own, beside Kruise's state): JSON map container name → the containerID the kubelet
-/// was already replacing when this in-place update began (it had seen an earlier image). The update is not
-/// complete until each of those containers runs as a new container: a rollback to the running image would
-/// otherwise pass Kruise's imageID rule before the kubelet's restart happens (`core::inplace::restart`).
+/// Pod annotation (insitu's own, beside Kruise's state): JSON map container name → `{containerId, images}`,
+/// what the kubelet was still doing when this in-place batch was written: the container it was replacing and
+/// the overwritten spec's images it may still start. The update is not complete while the status shows either:
+/// a rollback written mid-restart would otherwise pass Kruise's imageID rule before the kubelet's restart
+/// happens (`core::inplace::restart`).
 pub const INPLACE_UPDATE_RESTARTING_ANNOTATION: &str = "insitu/inplace-update-restarting";
 /// Readiness gate and pod condition type used to take a pod out of service during an in-place update.
 pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";

@@ -57,34 +57,33 @@ fn three_hundred_seeds_without_a_violation() {
 /// rather than report "no convergence".
 #[test]
 fn partition_blocked_scale_down_is_a_stall_not_a_violation() {
-    let totals = run_seeds(&[6405], 50, 1, false, |r| {
-        assert!(
-            r.violations.is_empty(),
-            "seed 6405: {}\n  {}",
-            r.description,
-            r.violations.join("\n  ")
-        );
-        assert!(r.description.contains("Scale(4)"), "{}", r.description);
-    })
-    .expect("torture runs");
-    assert_eq!(totals.seeds, 1);
+    let description = one_seed_without_a_violation(6405);
+    assert!(description.contains("Scale(4)"), "{description}");
 }
 
-/// Seed 3474 of the 10,000-seed run (50 pods): a rollback 1.20.0 → 1.19.0 written while the kubelet was stopping a
-/// 1.19.0 container for the first update. Kruise's completion rule alone (same imageID, status image = spec) saw
-/// the rollback complete at once; the kubelet's restart then took the pod down, one unavailable pod more than
-/// `maxUnavailable`. The controller now waits for those containers to run as new ones
-/// (`core::inplace::restart`).
+/// Seed 3474 of the 10,000-seed run (50 pods): a rollback 1.20.0 → 1.19.0 written while the kubelet was replacing
+/// the 1.19.0 container for the first update (stopped, then starting 1.20.0). Kruise's completion rule alone
+/// (same imageID, status image = spec) saw the rollback complete at once; the kubelet's restart then took the pod
+/// down, one unavailable pod more than `maxUnavailable`. The controller now waits until the status shows neither
+/// the replaced container nor the overwritten image (`core::inplace::restart`).
 #[test]
 fn a_rollback_during_the_kubelets_restart_stays_within_max_unavailable() {
-    let totals = run_seeds(&[3474], 50, 1, false, |r| {
+    one_seed_without_a_violation(3474);
+}
+
+/// Runs one seed at up to 50 pods, asserts it has no violation, and returns its scenario's description.
+fn one_seed_without_a_violation(seed: u64) -> String {
+    let mut description = String::new();
+    let totals = run_seeds(&[seed], 50, 1, false, |r| {
         assert!(
             r.violations.is_empty(),
-            "seed 3474: {}\n  {}",
+            "seed {seed}: {}\n  {}",
             r.description,
             r.violations.join("\n  ")
         );
+        description.clone_from(&r.description);
     })
     .expect("torture runs");
     assert_eq!(totals.seeds, 1);
+    description
 }

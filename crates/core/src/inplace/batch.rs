@@ -159,7 +159,7 @@ pub(super) fn patch_spec_to_pod(
 }
 
 /// The pod's container statuses (none without a status).
-fn container_statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
+pub(super) fn container_statuses(pod: &Pod) -> impl Iterator<Item = &ContainerStatus> {
     pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())

@@ -22,6 +22,7 @@ use insitu_api::keys;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use serde::{Deserialize, Serialize};
 
+use super::batch::container_statuses;
 use super::complete::images_equal;
 
 /// One container's record in the `insitu/inplace-update-restarting` annotation.
@@ -77,13 +78,12 @@ fn pending_restarts<'a>(before: &Pod, after: &Pod, batch: impl IntoIterator<Item
     let observed = before.status.as_ref().and_then(|s| s.observed_generation);
     let seen = matches!((observed, before.metadata.generation), (Some(o), Some(g)) if o >= g);
     let earlier = read(before).unwrap_or_default();
-    let statuses = before.status.as_ref().and_then(|s| s.container_statuses.as_ref());
     let mut out = Record::new();
     for name in batch {
         let (Some(old), Some(new)) = (image_of(before, name), image_of(after, name)) else {
             continue;
         };
-        let Some(s) = statuses.into_iter().flatten().find(|s| s.name == name) else {
+        let Some(s) = container_statuses(before).find(|s| s.name == name) else {
             continue;
         };
         let running = s.state.as_ref().is_some_and(|st| st.running.is_some());
@@ -119,8 +119,7 @@ pub fn restarts_done(pod: &Pod) -> Result<(), String> {
     let Some(record) = read(pod) else {
         return Ok(());
     };
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-    for s in statuses.into_iter().flatten() {
+    for s in container_statuses(pod) {
         let Some(p) = record.get(&s.name) else { continue };
         if p.container_id.is_some() && p.container_id == s.container_id {
             return Err(format!(
@@ -166,6 +165,12 @@ mod tests {
         .unwrap_or_default()
     }
 
+    /// Container c's status in a pod made by [`pod`].
+    fn status_c(p: &mut Pod) -> &mut ContainerStatus {
+        let statuses = p.status.as_mut().and_then(|s| s.container_statuses.as_mut());
+        &mut statuses.expect("pod() has statuses")[0]
+    }
+
     fn recorded(p: &Pod) -> Option<&String> {
         p.metadata
             .annotations
@@ -187,25 +192,13 @@ mod tests {
         assert!(err.contains("container c not restarted"), "{err}");
         // The kubelet started 1.20 before it saw the rollback: still not done.
         let mut interim = written.clone();
-        if let Some(s) = interim
-            .status
-            .as_mut()
-            .and_then(|s| s.container_statuses.as_mut())
-        {
-            s[0].container_id = Some("cid-2".into());
-            s[0].image = "docker.io/library/nginx:1.20".into();
-        }
+        status_c(&mut interim).container_id = Some("cid-2".into());
+        status_c(&mut interim).image = "docker.io/library/nginx:1.20".into();
         let err = restarts_done(&interim).unwrap_err();
         assert!(err.contains("an image of an earlier spec"), "{err}");
         // Then a new container of the rollback's image completes it.
         let mut restarted = written.clone();
-        if let Some(s) = restarted
-            .status
-            .as_mut()
-            .and_then(|s| s.container_statuses.as_mut())
-        {
-            s[0].container_id = Some("cid-3".into());
-        }
+        status_c(&mut restarted).container_id = Some("cid-3".into());
         assert_eq!(restarts_done(&restarted), Ok(()));
     }
 
@@ -275,10 +268,8 @@ mod tests {
     fn a_stopped_container_must_be_replaced_even_unobserved() {
         // The kubelet stopped the 1.19 container (terminated, same containerID) and will start a new one.
         let mut before = pod("nginx:1.20", "nginx:1.19", "cid-1", Some(1));
-        if let Some(s) = before.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {
-            s[0].state =
-                serde_json::from_value(json!({"terminated": {"exitCode": 0, "containerID": "cid-1"}})).ok();
-        }
+        status_c(&mut before).state =
+            serde_json::from_value(json!({"terminated": {"exitCode": 0, "containerID": "cid-1"}})).ok();
         let mut written = before.clone();
         written.spec = pod("nginx:1.19", "", "", None).spec;
         assert!(record_pending_restarts(&before, &mut written, ["c"]));
