@@ -1,4 +1,4 @@
-//! `PackedPod`: a pod kept as its metadata plus the JSON of its spec and status, decoded only when read whole.
+//! `PackedPod`: a pod kept as its metadata plus the JSON of its spec and status, compressed, decoded only when read whole.
 //!
 //! As `k8s-openapi` structs a pod costs ~11 KiB in a cache (a `Pod` shell is 2,440 bytes and each `Container`
 //! 2,144 before any string, map or condition is allocated); the same spec and status are ~2 KiB of JSON. A
@@ -6,6 +6,14 @@
 //! summary facts (made once, when the pod is packed), but the spec and status only of a pod that a plan acts
 //! on or the executor writes. Lossless: `unpack` gives back the pod that was packed (without `managedFields`,
 //! which no controller here reads).
+//!
+//! The JSON is kept LZ4-compressed against a reference body: the body of the first pod seen with the same
+//! controller (`ReferenceBodies`). Pods of one CloneSet differ in a few values (node, IPs, times, container
+//! IDs), so a 2 KiB body packs into ~200 bytes, and a 10 KiB spec of many env vars and sidecars gains the
+//! most. A pod without a controller is compressed against a built-in typical pod body.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -14,16 +22,18 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::summary::Intrinsics;
 
 /// A pod: metadata as a struct (read on every plan), `spec.nodeName` (read by the scale-down ranker), and
-/// the rest of spec and status as JSON.
-#[derive(Clone, Debug, PartialEq)]
+/// the rest of spec and status as compressed JSON.
+#[derive(Clone, Debug)]
 pub struct PackedPod {
     /// Labels and annotations must not be changed in place: `intrinsics` were made from them.
     pub metadata: ObjectMeta,
     /// The pod's summary facts, made when it was packed (then summarising it decodes nothing).
     pub(crate) intrinsics: Intrinsics,
     node_name: Option<Box<str>>,
-    /// `{"spec":…,"status":…}`.
-    body: Box<str>,
+    /// `{"spec":…,"status":…}`, LZ4 block format with its length prepended, compressed against `reference`.
+    body: Box<[u8]>,
+    /// The dictionary `body` was compressed against (shared by the pods of one controller).
+    reference: Arc<[u8]>,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -44,21 +54,25 @@ impl PackedPod {
         } = pod;
         metadata.managed_fields = None;
         let node_name = spec.as_ref().and_then(|s| s.node_name.as_deref()).map(Box::from);
-        let body = Body { spec, status };
-        // Serialising a `PodSpec`/`PodStatus` to a string cannot fail (string keys, no foreign types).
-        let body = serde_json::to_string(&body).unwrap_or_default().into_boxed_str();
+        // Serialising a `PodSpec`/`PodStatus` cannot fail (string keys, no foreign types).
+        let json = serde_json::to_vec(&Body { spec, status }).unwrap_or_default();
+        let reference = REFERENCES.for_pod(&metadata, &json);
+        let body = lz4_flex::block::compress_prepend_size_with_dict(&json, &reference).into_boxed_slice();
         PackedPod {
             metadata,
             intrinsics,
             node_name,
             body,
+            reference,
         }
     }
 
     /// The pod, whole.
     pub fn unpack(&self) -> Pod {
         // What `pack` wrote reads back; an empty body (never written) is a pod without spec and status.
-        let body: Body = serde_json::from_str(&self.body).unwrap_or_default();
+        let json = lz4_flex::block::decompress_size_prepended_with_dict(&self.body, &self.reference)
+            .unwrap_or_default();
+        let body: Body = serde_json::from_slice(&json).unwrap_or_default();
         Pod {
             metadata: self.metadata.clone(),
             spec: body.spec,
@@ -69,6 +83,95 @@ impl PackedPod {
     /// `spec.nodeName`, without unpacking.
     pub fn node_name(&self) -> Option<&str> {
         self.node_name.as_deref()
+    }
+
+    /// Bytes this pod's spec and status take in the cache (the shared reference not counted).
+    pub fn packed_len(&self) -> usize {
+        self.body.len()
+    }
+}
+
+/// Equal when they hold the same pod (bodies compressed against different references compare decoded).
+impl PartialEq for PackedPod {
+    fn eq(&self, other: &Self) -> bool {
+        self.metadata == other.metadata
+            && self.intrinsics == other.intrinsics
+            && self.node_name == other.node_name
+            && (Arc::ptr_eq(&self.reference, &other.reference) && self.body == other.body
+                || self.unpack() == other.unpack())
+    }
+}
+
+/// The reference bodies, one per controller UID, shared by every `PackedPod` of the process. The map holds
+/// them weakly: a reference lives as long as a pod packed against it, and dead entries are dropped when the
+/// map has doubled since the last sweep, so it stays proportional to the controllers with cached pods. A
+/// reference is not replaced while pods hold it: later revisions of a template differ from it in a few
+/// values (an image, an env value), which costs a few bytes per pod.
+struct ReferenceBodies {
+    by_owner: Mutex<(HashMap<Box<str>, Weak<[u8]>>, usize)>,
+}
+
+static REFERENCES: LazyLock<ReferenceBodies> = LazyLock::new(|| ReferenceBodies {
+    by_owner: Mutex::new((HashMap::new(), 64)),
+});
+
+/// For pods without a controller: a typical body (the defaults kube-apiserver fills in, the conditions and
+/// container status fields a kubelet reports), so even those compress ~5×.
+static TYPICAL: LazyLock<Arc<[u8]>> = LazyLock::new(|| Arc::from(TYPICAL_BODY.as_bytes()));
+
+const TYPICAL_BODY: &str = concat!(
+    r#"{"spec":{"containers":[{"image":"","imagePullPolicy":"IfNotPresent","name":"","resources":{},"#,
+    r#""terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","volumeMounts":[{"#,
+    r#""mountPath":"/var/run/secrets/kubernetes.io/serviceaccount","name":"kube-api-access-","readOnly":true}]}],"#,
+    r#""dnsPolicy":"ClusterFirst","enableServiceLinks":true,"nodeName":"","preemptionPolicy":"PreemptLowerPriority","#,
+    r#""priority":0,"readinessGates":[{"conditionType":"InPlaceUpdateReady"}],"restartPolicy":"Always","#,
+    r#""schedulerName":"default-scheduler","securityContext":{},"serviceAccount":"default","#,
+    r#""serviceAccountName":"default","terminationGracePeriodSeconds":30,"tolerations":[{"effect":"NoExecute","#,
+    r#""key":"node.kubernetes.io/not-ready","operator":"Exists","tolerationSeconds":300},{"effect":"NoExecute","#,
+    r#""key":"node.kubernetes.io/unreachable","operator":"Exists","tolerationSeconds":300}]},"status":{"#,
+    r#""conditions":[{"lastTransitionTime":"2026-01-01T00:00:00Z","status":"True","type":"InPlaceUpdateReady"},"#,
+    r#"{"lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1,"status":"True","#,
+    r#""type":"PodReadyToStartContainers"},{"lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1,"#,
+    r#""status":"True","type":"Initialized"},{"lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1,"#,
+    r#""status":"True","type":"Ready"},{"lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":1,"#,
+    r#""status":"True","type":"ContainersReady"},{"lastTransitionTime":"2026-01-01T00:00:00Z","#,
+    r#""observedGeneration":1,"status":"True","type":"PodScheduled"}],"containerStatuses":[{"#,
+    r#""containerID":"containerd://","image":"docker.io/library/","imageID":"docker.io/library/@sha256:","#,
+    r#""lastState":{},"name":"","ready":true,"resources":{},"restartCount":0,"started":true,"#,
+    r#""state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}],"hostIP":"","hostIPs":[{"ip":""}],"#,
+    r#""observedGeneration":1,"phase":"Running","podIP":"","podIPs":[{"ip":""}],"qosClass":"BestEffort","#,
+    r#""startTime":"2026-01-01T00:00:00Z"}}"#
+);
+
+/// The shortest body taken as a controller's reference (a pod's spec alone is longer).
+const MIN_REFERENCE: usize = 64;
+
+impl ReferenceBodies {
+    /// The reference for a pod: its controller's (this body becomes it if there is none yet), else the typical
+    /// body.
+    fn for_pod(&self, meta: &ObjectMeta, body: &[u8]) -> Arc<[u8]> {
+        let owner = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true));
+        // A body without a spec (a placeholder for an undecodable pod) would be a poor reference for the rest.
+        let Some(owner) = owner.filter(|_| body.len() >= MIN_REFERENCE) else {
+            return TYPICAL.clone();
+        };
+        // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
+        let mut guard = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, sweep_at) = &mut *guard;
+        if let Some(found) = map.get(owner.uid.as_str()).and_then(Weak::upgrade) {
+            return found;
+        }
+        let reference: Arc<[u8]> = Arc::from(body);
+        map.insert(owner.uid.as_str().into(), Arc::downgrade(&reference));
+        if map.len() >= *sweep_at {
+            map.retain(|_, w| w.strong_count() > 0);
+            *sweep_at = (map.len() * 2).max(64);
+        }
+        reference
     }
 }
 
@@ -157,5 +260,79 @@ mod tests {
         let packed = PackedPod::pack(pod.clone());
         assert_eq!(packed.node_name(), None);
         assert_eq!(packed.unpack(), pod);
+    }
+
+    fn owned_pod(owner: &str, name: &str, node: &str, ip: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web",
+                    "uid": owner, "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "web", "image": "nginx:1",
+                "env": (0..40).map(|i| serde_json::json!({"name": format!("VAR_{i}"), "value": format!("value {i}")}))
+                    .collect::<Vec<_>>()}]},
+            "status": {"phase": "Running", "podIP": ip, "hostIP": "172.16.0.1"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_of_one_controller_share_a_reference_and_pack_small() {
+        let owner = "shared-owner-uid";
+        let first = PackedPod::pack(owned_pod(owner, "web-0", "node-0", "10.0.0.1"));
+        let pod = owned_pod(owner, "web-1", "node-1", "10.0.0.2");
+        let json_len = serde_json::to_vec(&serde_json::json!({"spec": pod.spec, "status": pod.status}))
+            .unwrap()
+            .len();
+        let second = PackedPod::pack(pod.clone());
+        assert!(Arc::ptr_eq(&first.reference, &second.reference));
+        // The spec alone is ~1.3 KiB of env; against the first pod's body only the node and IP differ.
+        assert!(json_len > 1000, "{json_len}");
+        assert!(
+            second.packed_len() < json_len / 8,
+            "{} of {json_len}",
+            second.packed_len()
+        );
+        assert_eq!(second.unpack(), pod);
+    }
+
+    #[test]
+    fn a_pod_without_a_controller_packs_against_the_typical_body() {
+        let mut pod = owned_pod("x", "lone", "node-0", "10.0.0.9");
+        pod.metadata.owner_references = None;
+        let packed = PackedPod::pack(pod.clone());
+        assert!(Arc::ptr_eq(&packed.reference, &TYPICAL));
+        assert_eq!(packed.unpack(), pod);
+    }
+
+    #[test]
+    fn equal_pods_packed_against_different_references_are_equal() {
+        let pod = owned_pod("owner-a", "web-0", "node-0", "10.0.0.1");
+        let a = PackedPod::pack(pod.clone());
+        let mut b = a.clone();
+        b.reference = TYPICAL.clone();
+        b.body = lz4_flex::block::compress_prepend_size_with_dict(
+            &serde_json::to_vec(&Body {
+                spec: pod.spec.clone(),
+                status: pod.status.clone(),
+            })
+            .unwrap(),
+            &b.reference,
+        )
+        .into_boxed_slice();
+        assert_eq!(a, b);
+        let other = PackedPod::pack(owned_pod("owner-a", "web-0", "node-9", "10.0.0.1"));
+        assert_ne!(a, other);
+    }
+
+    #[test]
+    fn a_reference_goes_when_its_last_pod_does() {
+        let owner = "short-lived-owner";
+        let packed = PackedPod::pack(owned_pod(owner, "web-0", "node-0", "10.0.0.1"));
+        let weak = Arc::downgrade(&packed.reference);
+        drop(packed);
+        assert!(weak.upgrade().is_none());
+        // The next pod of that owner starts a new reference, and still unpacks.
+        let pod = owned_pod(owner, "web-1", "node-0", "10.0.0.2");
+        assert_eq!(PackedPod::pack(pod.clone()).unpack(), pod);
     }
 }
