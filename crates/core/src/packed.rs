@@ -108,8 +108,11 @@ impl PartialEq for PackedPod {
 /// reference is not replaced while pods hold it: later revisions of a template differ from it in a few
 /// values (an image, an env value), which costs a few bytes per pod.
 struct ReferenceBodies {
-    by_owner: Mutex<(HashMap<Box<str>, Weak<[u8]>>, usize)>,
+    /// Controller UID → its reference, and the map size at which dead entries are next swept.
+    by_owner: Mutex<(OwnerReferences, usize)>,
 }
+
+type OwnerReferences = HashMap<Box<str>, Weak<[u8]>>;
 
 static REFERENCES: LazyLock<ReferenceBodies> = LazyLock::new(|| ReferenceBodies {
     by_owner: Mutex::new((HashMap::new(), 64)),
