@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adopt;
+pub mod allocator;
 pub mod bench;
 pub mod demo;
 pub mod explain_cmd;

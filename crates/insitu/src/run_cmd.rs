@@ -244,6 +244,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => None,
         };
         let metrics = Arc::new(Metrics::new());
+        metrics.set_allocator_stats(crate::allocator::stats);
         let config = Config {
             namespace: args.namespace.clone(),
             gates,
