@@ -1,7 +1,9 @@
 //! Object store: versioned JSON objects, a global resourceVersion and per-resource watch history.
 //!
 //! Objects are kept serialized (`Bytes`) next to a small parsed index (namespace, name, labels and the
-//! selectable fields), so lists and watch fan-out are memcpy-cheap and 100k pods fit comfortably.
+//! selectable fields), so lists and watch fan-out are memcpy-cheap and 100k pods fit comfortably. Resources
+//! registered as packed (Events: many, alike, rarely read) keep their JSON LZ4-compressed against the
+//! first object of the resource, as etcd's storage costs a real apiserver nothing of its own memory.
 //! All writes go through [`Store::write`], which runs a caller's closure under the store lock, assigns the
 //! next resourceVersion, appends to the resource's bounded history and broadcasts the event.
 
@@ -22,8 +24,45 @@ pub struct ObjIndex {
     pub name: String,
     pub rv: u64,
     pub labels: BTreeMap<String, String>,
-    /// Selectable field values (label → value), as the resource's [`FieldIndexer`] extracted them.
-    pub fields: Vec<(&'static str, String)>,
+    /// Selectable field values, as the resource's [`FieldIndexer`] extracted them.
+    pub fields: Fields,
+}
+
+/// Selectable field values in one allocation: a million Events' eleven fields each would otherwise cost
+/// a `String` apiece (~0.5 KB an Event). The names are shared by every object of a resource.
+#[derive(Debug, Default)]
+pub struct Fields {
+    names: Arc<[&'static str]>,
+    /// The values in `names`' order, each ended by a NUL (which no JSON string value here contains
+    /// unescaped; one that does is still found, as its own field's text up to the NUL).
+    values: Box<str>,
+}
+
+impl Fields {
+    /// Fields from an indexer's output, reusing `names` when they are the same.
+    pub fn new(fields: Vec<(&'static str, String)>, names: Option<&Arc<[&'static str]>>) -> Self {
+        let names = match names {
+            Some(n) if n.len() == fields.len() && n.iter().zip(&fields).all(|(a, (b, _))| a == b) => {
+                n.clone()
+            }
+            _ => fields.iter().map(|(k, _)| *k).collect(),
+        };
+        let mut values = String::with_capacity(fields.iter().map(|(_, v)| v.len() + 1).sum());
+        for (_, v) in &fields {
+            values.push_str(v);
+            values.push('\0');
+        }
+        Self {
+            names,
+            values: values.into_boxed_str(),
+        }
+    }
+
+    /// The value of field `label`, if the resource has it.
+    pub fn get(&self, label: &str) -> Option<&str> {
+        let i = self.names.iter().position(|n| *n == label)?;
+        self.values.split('\0').nth(i)
+    }
 }
 
 impl ObjIndex {
@@ -32,26 +71,79 @@ impl ObjIndex {
         match label {
             "metadata.name" => Some(&self.name),
             "metadata.namespace" => Some(&self.namespace),
-            _ => self
-                .fields
-                .iter()
-                .find(|(k, _)| *k == label)
-                .map(|(_, v)| v.as_str()),
+            _ => self.fields.get(label),
         }
     }
 }
 
-/// One stored object version: its JSON bytes and index.
+/// One stored object version: its JSON and index.
 #[derive(Clone, Debug)]
 pub struct Object {
-    pub bytes: Bytes,
+    body: Body,
     pub index: Arc<ObjIndex>,
 }
 
+/// An object's JSON, as served or compressed.
+#[derive(Clone, Debug)]
+enum Body {
+    Plain(Bytes),
+    /// LZ4 block with the JSON's length prepended, compressed against `dict` (the resource's first object).
+    Packed {
+        data: Arc<[u8]>,
+        dict: Arc<[u8]>,
+    },
+}
+
 impl Object {
+    /// An object of these JSON bytes.
+    pub fn new(bytes: Bytes, index: Arc<ObjIndex>) -> Self {
+        Self {
+            body: Body::Plain(bytes),
+            index,
+        }
+    }
+
+    /// The JSON (decompressed, for a packed resource).
+    pub fn bytes(&self) -> Bytes {
+        match &self.body {
+            Body::Plain(b) => b.clone(),
+            // What the store compressed reads back.
+            Body::Packed { data, dict } => Bytes::from(
+                lz4_flex::block::decompress_size_prepended_with_dict(data, dict).unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// Length of the JSON.
+    pub fn len(&self) -> usize {
+        match &self.body {
+            Body::Plain(b) => b.len(),
+            Body::Packed { data, .. } => data
+                .get(..4)
+                .and_then(|h| <[u8; 4]>::try_from(h).ok())
+                .map_or(0, |h| u32::from_le_bytes(h) as usize),
+        }
+    }
+
+    /// Whether the JSON is empty (never, for a stored object).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes this version takes in memory (compressed, for a packed resource).
+    pub fn stored_len(&self) -> usize {
+        match &self.body {
+            Body::Plain(b) => b.len(),
+            Body::Packed { data, .. } => data.len(),
+        }
+    }
+
     /// Parses the stored JSON (always valid: the store serialized it).
     pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+        match &self.body {
+            Body::Plain(b) => serde_json::from_slice(b).unwrap_or(Value::Null),
+            Body::Packed { .. } => serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null),
+        }
     }
 }
 
@@ -172,12 +264,16 @@ struct Kind {
     objects: BTreeMap<String, BTreeMap<String, Object>>,
     count: usize,
     history: VecDeque<Arc<Event>>,
-    /// Serialized bytes of the objects in `history`.
+    /// Bytes the objects in `history` take (compressed, for a packed resource).
     history_size: usize,
     /// Highest resourceVersion evicted from `history` (0: nothing evicted yet).
     floor: u64,
     tx: broadcast::Sender<Arc<Event>>,
     indexer: FieldIndexer,
+    /// The field names of this resource's objects (shared by their indexes).
+    field_names: Option<Arc<[&'static str]>>,
+    /// Packed resources: the dictionary their objects are compressed against (`None` until the first write).
+    packed: Option<Option<Arc<[u8]>>>,
 }
 
 struct Inner {
@@ -221,6 +317,8 @@ impl Store {
             floor: 0,
             tx,
             indexer,
+            field_names: None,
+            packed: None,
         }
     }
 
@@ -230,6 +328,15 @@ impl Store {
         if !g.kinds.contains_key(key) {
             let kind = self.new_kind(indexer);
             g.kinds.insert(key.to_string(), kind);
+        }
+    }
+
+    /// Registers a resource whose objects are kept compressed: for many similar objects rarely read back
+    /// (Events), at the price of a decompression per read.
+    pub fn register_packed(&self, key: &str, indexer: FieldIndexer) {
+        self.register(key, indexer);
+        if let Some(kind) = self.lock().kinds.get_mut(key) {
+            kind.packed.get_or_insert(None);
         }
     }
 
@@ -312,7 +419,7 @@ impl Store {
             Write::Keep | Write::Delete => return Ok(Written::Unchanged(current)),
             Write::Put(mut value) => {
                 set_rv(&mut value, next_rv);
-                let object = make_object(&value, ns, name, next_rv, kind.indexer);
+                let object = make_object(&value, ns, name, next_rv, kind);
                 let bucket = kind.objects.entry(ns.to_string()).or_default();
                 bucket.insert(name.to_string(), object.clone());
                 match current {
@@ -335,7 +442,7 @@ impl Store {
                 }
                 kind.count = kind.count.saturating_sub(1);
                 set_rv(&mut value, next_rv);
-                let object = make_object(&value, ns, name, next_rv, kind.indexer);
+                let object = make_object(&value, ns, name, next_rv, kind);
                 (EventType::Deleted, object, None)
             }
         };
@@ -350,13 +457,13 @@ impl Store {
             object: object.clone(),
             prev,
         });
-        kind.history_size += event.object.bytes.len();
+        kind.history_size += event.object.stored_len();
         kind.history.push_back(event.clone());
         let max_bytes = self.config.history_bytes;
         while kind.history.len() > cap || (kind.history_size > max_bytes && kind.history.len() > 1) {
             if let Some(old) = kind.history.pop_front() {
                 kind.floor = old.rv;
-                kind.history_size -= old.object.bytes.len();
+                kind.history_size -= old.object.stored_len();
             }
         }
         // No receivers is fine; a full buffer makes laggards see `Lagged` on their next recv.
@@ -443,7 +550,7 @@ fn set_rv(value: &mut Value, rv: u64) {
     }
 }
 
-fn make_object(value: &Value, ns: &str, name: &str, rv: u64, indexer: FieldIndexer) -> Object {
+fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) -> Object {
     let labels = value
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
@@ -458,11 +565,29 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, indexer: FieldIndex
         name: name.to_string(),
         rv,
         labels,
-        fields: indexer(value),
+        fields: Fields::new((kind.indexer)(value), kind.field_names.as_ref()),
     };
-    let bytes = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
+    if kind
+        .field_names
+        .as_ref()
+        .is_none_or(|n| !Arc::ptr_eq(n, &index.fields.names))
+    {
+        kind.field_names = Some(index.fields.names.clone());
+    }
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    let body = match &mut kind.packed {
+        None => Body::Plain(Bytes::from(json)),
+        Some(dict) => {
+            let dict = dict.get_or_insert_with(|| Arc::from(json.as_slice())).clone();
+            let data = lz4_flex::block::compress_prepend_size_with_dict(&json, &dict);
+            Body::Packed {
+                data: Arc::from(data),
+                dict,
+            }
+        }
+    };
     Object {
-        bytes,
+        body,
         index: Arc::new(index),
     }
 }
@@ -485,7 +610,7 @@ mod tests {
         // Objects of one-letter names serialize to the same size; the bound has room for two of them.
         let one = put(&Store::new(StoreConfig::default()), "a")
             .object()
-            .map_or(0, |o| o.bytes.len());
+            .map_or(0, Object::len);
         let store = Store::new(StoreConfig {
             history_bytes: 2 * one + one / 2,
             ..StoreConfig::default()
@@ -507,6 +632,83 @@ mod tests {
         put(&tiny, "b");
         let w = tiny.watch("pods", None, WatchFrom::After(2), |_| true).ok();
         assert_eq!(w.map(|w| w.replay.len()), Some(1));
+    }
+
+    #[test]
+    fn packed_resources_read_back_what_was_written() {
+        let store = Store::new(StoreConfig::default());
+        store.register_packed("/events", no_fields);
+        let event = |name: &str, reason: &str| {
+            json!({"metadata": {"name": name, "namespace": "default"}, "reason": reason,
+                   "message": "Container image \"nginx:1.20.0\" already present on machine",
+                   "involvedObject": {"kind": "Pod", "name": "web-x7k2p", "namespace": "default"}})
+        };
+        let mut written = Vec::new();
+        for (name, reason) in [("a", "Pulled"), ("b", "Created"), ("c", "Started")] {
+            let w = store
+                .write::<()>("/events", "default", name, |_, _| {
+                    Ok(Write::Put(event(name, reason)))
+                })
+                .unwrap_or(Written::Unchanged(None));
+            written.push(w.object().cloned().expect("stored"));
+        }
+        for (o, reason) in written.iter().zip(["Pulled", "Created", "Started"]) {
+            let v = o.value();
+            assert_eq!(v["reason"], reason);
+            assert_eq!(v["metadata"]["resourceVersion"], o.index.rv.to_string());
+            assert_eq!(serde_json::from_slice::<Value>(&o.bytes()).ok(), Some(v));
+            assert_eq!(o.len(), o.bytes().len());
+        }
+        // Against the first event as dictionary, the later ones take a fraction of their JSON.
+        assert!(
+            written[2].stored_len() * 3 < written[2].len(),
+            "{} of {}",
+            written[2].stored_len(),
+            written[2].len()
+        );
+        let (listed, _) = store.list("/events", Some("default"), |_| true);
+        assert_eq!(
+            listed
+                .iter()
+                .map(|o| o.value()["reason"].clone())
+                .collect::<Vec<_>>(),
+            ["Pulled", "Created", "Started"]
+        );
+        // Other resources stay as they were written.
+        let pod = put(&store, "p").object().cloned().expect("stored");
+        assert_eq!(pod.stored_len(), pod.len());
+    }
+
+    #[test]
+    fn field_values_read_back_by_name() {
+        let a = Fields::new(
+            vec![
+                ("spec.nodeName", "node-1".into()),
+                ("status.phase", String::new()),
+                ("type", "Normal".into()),
+            ],
+            None,
+        );
+        assert_eq!(a.get("spec.nodeName"), Some("node-1"));
+        assert_eq!(a.get("status.phase"), Some(""));
+        assert_eq!(a.get("type"), Some("Normal"));
+        assert_eq!(a.get("reason"), None);
+        let b = Fields::new(
+            vec![
+                ("spec.nodeName", String::new()),
+                ("status.phase", "Running".into()),
+                ("type", "Warning".into()),
+            ],
+            Some(&a.names),
+        );
+        assert!(Arc::ptr_eq(&a.names, &b.names), "the same names are shared");
+        assert_eq!(
+            (b.get("spec.nodeName"), b.get("status.phase"), b.get("type")),
+            (Some(""), Some("Running"), Some("Warning"))
+        );
+        let c = Fields::new(vec![("reason", "Pulled".into())], Some(&a.names));
+        assert_eq!((c.get("reason"), c.get("type")), (Some("Pulled"), None));
+        assert_eq!(Fields::default().get("type"), None);
     }
 
     #[test]

@@ -271,6 +271,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         &old_revision,
     )
     .await?;
+    let hwm_simulation = proc_memory().0;
     let after: Vec<Pod> = pods_api
         .list(&ListParams::default().labels(&format!("app={NAME}")))
         .await?
@@ -324,6 +325,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             vm_hwm_mib: hwm,
             vm_rss_mib: rss,
             rss_after_setup_mib: rss_after_setup,
+            vm_hwm_simulation_mib: hwm_simulation,
             controller_pod_cache_estimate_mib: cache_estimate,
         },
         max_not_ready_seen: rolled.max_not_ready,

@@ -130,13 +130,13 @@ fn preview(cur: Option<Object>, w: Write, ns: &str, name: &str) -> Written {
 }
 
 fn object(v: &Value, ns: &str, name: &str, rv: u64) -> Object {
-    Object {
-        bytes: Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
-        index: Arc::new(ObjIndex {
+    Object::new(
+        Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        Arc::new(ObjIndex {
             namespace: ns.to_string(),
             name: name.to_string(),
             rv,
             ..ObjIndex::default()
         }),
-    }
+    )
 }

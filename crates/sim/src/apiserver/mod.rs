@@ -178,7 +178,12 @@ impl ApiServer {
     pub fn with_config(clock: Arc<dyn Clock>, config: ApiServerConfig) -> Self {
         let store = Store::new(config.store);
         for rt in RESOURCES {
-            store.register(&rt.key(), resources::indexer_for(rt));
+            // Events: one per pod transition, hardly ever read back; compressed, 1.5 KB → ~0.2 KB each.
+            if rt.key() == "/events" {
+                store.register_packed(&rt.key(), resources::indexer_for(rt));
+            } else {
+                store.register(&rt.key(), resources::indexer_for(rt));
+            }
         }
         let mut seed = config.seed;
         if let Some(run) = config.run {

@@ -1,6 +1,6 @@
 //! The kubelet agent loop: one pod watch for all nodes, one timer queue, bounded concurrent status writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 use super::KubeletConfig;
 use super::events::{EventSink, Regarding};
@@ -51,6 +51,8 @@ struct Entry {
     timer: Option<(Timestamp, u64)>,
     writing: bool,
     dirty: bool,
+    /// In `Agent::waiting` (a write is due and every write slot is taken).
+    queued: bool,
     last_written: Option<u64>,
     deleting: bool,
     /// Found already terminal (Succeeded/Failed): never run or re-report, only finish a deletion.
@@ -83,7 +85,12 @@ pub(super) struct Agent {
     timers: BTreeMap<(Timestamp, u64), String>,
     seq: u64,
     rng: ChaCha8Rng,
-    sem: Arc<Semaphore>,
+    /// Status writes under way (at most `max_inflight_writes`).
+    inflight: usize,
+    /// Pods with a write due when every slot was taken, in the order they came; each is synced again (its
+    /// status regenerated, so intermediate states collapse as in the kubelet's status manager) when a slot
+    /// frees. A queue rather than a task per waiting write: 100k pods' writes waiting would each hold a pod.
+    waiting: VecDeque<String>,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: mpsc::UnboundedReceiver<Done>,
     events: Option<EventSink>,
@@ -182,7 +189,8 @@ impl Agent {
         });
         Self {
             jobs,
-            sem: Arc::new(Semaphore::new(config.max_inflight_writes.max(1))),
+            inflight: 0,
+            waiting: VecDeque::new(),
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             client,
             clock,
@@ -552,6 +560,7 @@ impl Agent {
             start_time,
             timer: None,
             writing: false,
+            queued: false,
             dirty: false,
             last_written: None,
             deleting: false,
@@ -691,6 +700,16 @@ impl Agent {
         if !need_write && !delete {
             return;
         }
+        if self.inflight >= self.config.max_inflight_writes.max(1) {
+            if let Some(e) = self.pods.get_mut(key)
+                && !e.queued
+            {
+                e.queued = true;
+                self.waiting.push_back(key.to_string());
+            }
+            return;
+        }
+        self.inflight += 1;
         let pod = e.pod.clone();
         let uid = e.uid.clone();
         if let Some(e) = self.pods.get_mut(key) {
@@ -701,14 +720,8 @@ impl Agent {
             self.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let (sem, clock, tx, key) = (
-            self.sem.clone(),
-            self.clock.clone(),
-            self.done_tx.clone(),
-            key.to_string(),
-        );
+        let (clock, tx, key) = (self.clock.clone(), self.done_tx.clone(), key.to_string());
         tokio::spawn(async move {
-            let _permit = sem.acquire_owned().await;
             let name = pod.metadata.name.clone().unwrap_or_default();
             let outcome = match view {
                 Some(view) => write_status(&api, &name, &uid, pod, &view, clock.as_ref()).await,
@@ -747,6 +760,21 @@ impl Agent {
     }
 
     fn on_done(&mut self, done: Done) {
+        self.inflight = self.inflight.saturating_sub(1);
+        self.finish(done);
+        while self.inflight < self.config.max_inflight_writes.max(1) {
+            let Some(key) = self.waiting.pop_front() else {
+                break;
+            };
+            if let Some(e) = self.pods.get_mut(&key) {
+                e.queued = false;
+                self.sync(&key);
+            }
+        }
+    }
+
+    /// A write's outcome: the pod as written, a retry, or the sync it missed while writing.
+    fn finish(&mut self, done: Done) {
         let Some(e) = self.pods.get_mut(&done.key).filter(|e| e.uid == done.uid) else {
             return;
         };

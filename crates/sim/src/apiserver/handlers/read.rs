@@ -68,7 +68,7 @@ impl ApiServer {
             rv
         )
         .into_bytes();
-        let total: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
+        let total: usize = items.iter().map(|o| o.len() + 1).sum();
         buf.reserve(total + 2);
         for (i, o) in items.iter().enumerate() {
             if i > 0 {

@@ -86,7 +86,7 @@ pub(in crate::apiserver) fn present(rt: &ResourceType, o: &Object) -> bytes::Byt
     } else if (rt.is_cloneset() || rt.is_image_pull_job()) && rt.version != CLONESET_STORAGE_VERSION {
         bytes::Bytes::from(serde_json::to_vec(&present_value(rt, o.value())).unwrap_or_default())
     } else {
-        o.bytes.clone()
+        o.bytes()
     }
 }
 

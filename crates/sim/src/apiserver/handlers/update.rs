@@ -67,7 +67,7 @@ impl ApiServer {
                 body,
                 &old,
                 node.as_ref(),
-                cur.bytes.len() + req.body.len(),
+                cur.len() + req.body.len(),
             )
         })?;
         written_response(req.rt, created_or_ok(create), &written)
@@ -119,7 +119,7 @@ impl ApiServer {
                 0
             };
             let target = Target { rt, view, ns, name };
-            let bound = cur.bytes.len() + req.body.len() + copies;
+            let bound = cur.len() + req.body.len() + copies;
             self.checked_update(target, mode, new, &old, node.as_ref(), bound)
         })?;
         written_response(view, created_or_ok(create), &written)
