@@ -27,6 +27,12 @@ pub fn proc_memory() -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// Resets this process's peak RSS (`VmHWM`) to its current RSS (Linux: `5` to `/proc/self/clear_refs`), so
+/// the next reading is the peak of what follows. False when the kernel refused.
+pub fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// Metric samples from OpenMetrics text: `name{labels}` → value.
 pub fn samples(text: &str) -> BTreeMap<String, f64> {
     text.lines()

@@ -106,9 +106,13 @@ pub struct Memory {
     pub vm_rss_mib: f64,
     /// RSS after all pods were Ready, before the rollout.
     pub rss_after_setup_mib: f64,
-    /// Peak resident set when every pod was updated and Ready again: the simulation's own peak, before the
+    /// Peak resident set of the setup (0 → N pods Ready).
+    pub vm_hwm_setup_mib: f64,
+    /// Peak resident set of the rollout alone (`VmHWM` reset when it starts; else the peak so far), before the
     /// bench lists the pods and plans on them for its figures (which can raise `vm_hwm_mib`).
-    pub vm_hwm_simulation_mib: f64,
+    pub vm_hwm_rollout_mib: f64,
+    /// Whether the kernel let the peak be reset between the phases.
+    pub peak_reset: bool,
     /// Resident growth of building a reflector store identical to the controller's pod cache (managedFields
     /// dropped) from the final pods, in a fresh thread (so a fresh malloc arena): an estimate of the controller's
     /// dominant memory, which cannot be separated from the rest of the process directly.
@@ -300,8 +304,17 @@ pub fn render(r: &BenchReport) -> String {
         &mut s,
         "peak RSS, whole process (VmHWM)",
         format!(
-            "{:.1} MiB during the simulation, {:.1} MiB with the figures' own lists (VmRSS now {:.1} MiB, after setup {:.1} MiB)",
-            m.vm_hwm_simulation_mib, m.vm_hwm_mib, m.vm_rss_mib, m.rss_after_setup_mib
+            "setup {:.1} MiB, rollout {:.1} MiB{}; {:.1} MiB with the figures' own lists (VmRSS after setup {:.1} MiB, now {:.1} MiB)",
+            m.vm_hwm_setup_mib,
+            m.vm_hwm_rollout_mib,
+            if m.peak_reset {
+                ""
+            } else {
+                " (peak not reset: includes the setup's)"
+            },
+            m.vm_hwm_mib,
+            m.rss_after_setup_mib,
+            m.vm_rss_mib
         ),
     );
     row(

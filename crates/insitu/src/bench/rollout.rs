@@ -33,7 +33,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use super::figures::{
-    diff, label, percentile, proc_memory, quantile, samples, settled, wait_cloneset, write_counts,
+    diff, label, percentile, proc_memory, quantile, reset_peak, samples, settled, wait_cloneset, write_counts,
 };
 use super::report::{BenchReport, Floor, Memory, Phase, Planning, WriteCount, Writes, render};
 use crate::monitor;
@@ -251,14 +251,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         wall.elapsed().as_secs_f64(),
     );
     let old_revision = ready.status.clone().unwrap_or_default().update_revision;
-    let before: HashMap<String, String> = pods_api
-        .list(&ListParams::default().labels(&format!("app={NAME}")))
-        .await?
-        .items
-        .iter()
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect();
-    let rss_after_setup = proc_memory().1;
+    let (hwm_setup, rss_after_setup) = proc_memory();
+    let before = names_and_uids(&client).await?;
+    // The rollout's peak apart from the setup's and from the list above (a measurement, not the cluster).
+    let peak_reset = reset_peak();
 
     // Phase 2: the image change, measured until every pod is updated and Ready.
     let rolled = roll(
@@ -271,7 +267,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         &old_revision,
     )
     .await?;
-    let hwm_simulation = proc_memory().0;
+    let hwm_rollout = proc_memory().0;
     let after: Vec<Pod> = pods_api
         .list(&ListParams::default().labels(&format!("app={NAME}")))
         .await?
@@ -292,6 +288,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     planning.snapshot_p50_ms = percentile(&snapshot_ms, 0.5);
     planning.snapshot_p99_ms = percentile(&snapshot_ms, 0.99);
     let (hwm, rss) = proc_memory();
+    let hwm = hwm.max(hwm_setup);
 
     let rollout = rolled.rollout.clone();
     fl.ratio = if fl.floor_seconds > 0.0 {
@@ -325,7 +322,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             vm_hwm_mib: hwm,
             vm_rss_mib: rss,
             rss_after_setup_mib: rss_after_setup,
-            vm_hwm_simulation_mib: hwm_simulation,
+            vm_hwm_setup_mib: hwm_setup,
+            vm_hwm_rollout_mib: hwm_rollout,
+            peak_reset,
             controller_pod_cache_estimate_mib: cache_estimate,
         },
         max_not_ready_seen: rolled.max_not_ready,
@@ -335,6 +334,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
     drop(cluster);
     Ok(report)
+}
+
+/// Name → UID of the bench's pods, decoding nothing else (100,000 whole `Pod`s would be ~1 GiB).
+async fn names_and_uids(client: &kube::Client) -> anyhow::Result<HashMap<String, String>> {
+    #[derive(Clone, serde::Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        uid: String,
+    }
+    #[derive(Clone, serde::Deserialize)]
+    struct Slim {
+        metadata: Meta,
+    }
+    let req = kube::core::Request::new("/api/v1/namespaces/default/pods")
+        .list(&ListParams::default().labels(&format!("app={NAME}")))
+        .context("building the pod list request")?;
+    let list: kube::core::ObjectList<Slim> = client.request(req).await.context("listing the pods")?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name, p.metadata.uid))
+        .collect())
 }
 
 /// Phase 2: patches the template image and waits until every pod is updated and Ready, counting writes and
