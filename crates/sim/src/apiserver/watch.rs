@@ -136,6 +136,7 @@ fn stream_response(state: WatchState, content_type: &'static str) -> Response {
                     tracing::debug!(
                         resource = st.renderer.rt.resource,
                         missed = n,
+                        selectors = ?st.renderer.sel,
                         "closing lagging watch"
                     );
                     return None;
