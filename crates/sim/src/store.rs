@@ -140,10 +140,7 @@ impl Object {
 
     /// Parses the stored JSON (always valid: the store serialized it).
     pub fn value(&self) -> Value {
-        match &self.body {
-            Body::Plain(b) => serde_json::from_slice(b).unwrap_or(Value::Null),
-            Body::Packed { .. } => serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null),
-        }
+        serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null)
     }
 }
 
@@ -272,8 +269,10 @@ struct Kind {
     indexer: FieldIndexer,
     /// The field names of this resource's objects (shared by their indexes).
     field_names: Option<Arc<[&'static str]>>,
-    /// Packed resources: the dictionary their objects are compressed against (`None` until the first write).
-    packed: Option<Option<Arc<[u8]>>>,
+    /// Whether objects are kept compressed (`Store::register_packed`).
+    packed: bool,
+    /// What a packed resource's objects are compressed against: its first object's JSON.
+    dict: Option<Arc<[u8]>>,
 }
 
 struct Inner {
@@ -318,7 +317,8 @@ impl Store {
             tx,
             indexer,
             field_names: None,
-            packed: None,
+            packed: false,
+            dict: None,
         }
     }
 
@@ -336,7 +336,7 @@ impl Store {
     pub fn register_packed(&self, key: &str, indexer: FieldIndexer) {
         self.register(key, indexer);
         if let Some(kind) = self.lock().kinds.get_mut(key) {
-            kind.packed.get_or_insert(None);
+            kind.packed = true;
         }
     }
 
@@ -575,16 +575,18 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) ->
         kind.field_names = Some(index.fields.names.clone());
     }
     let json = serde_json::to_vec(value).unwrap_or_default();
-    let body = match &mut kind.packed {
-        None => Body::Plain(Bytes::from(json)),
-        Some(dict) => {
-            let dict = dict.get_or_insert_with(|| Arc::from(json.as_slice())).clone();
-            let data = lz4_flex::block::compress_prepend_size_with_dict(&json, &dict);
-            Body::Packed {
-                data: Arc::from(data),
-                dict,
-            }
+    let body = if kind.packed {
+        let dict = kind
+            .dict
+            .get_or_insert_with(|| Arc::from(json.as_slice()))
+            .clone();
+        let data = lz4_flex::block::compress_prepend_size_with_dict(&json, &dict);
+        Body::Packed {
+            data: Arc::from(data),
+            dict,
         }
+    } else {
+        Body::Plain(Bytes::from(json))
     };
     Object {
         body,

@@ -700,7 +700,7 @@ impl Agent {
         if !need_write && !delete {
             return;
         }
-        if self.inflight >= self.config.max_inflight_writes.max(1) {
+        if self.inflight >= self.write_slots() {
             if let Some(e) = self.pods.get_mut(key)
                 && !e.queued
             {
@@ -762,7 +762,7 @@ impl Agent {
     fn on_done(&mut self, done: Done) {
         self.inflight = self.inflight.saturating_sub(1);
         self.finish(done);
-        while self.inflight < self.config.max_inflight_writes.max(1) {
+        while self.inflight < self.write_slots() {
             let Some(key) = self.waiting.pop_front() else {
                 break;
             };
@@ -771,6 +771,11 @@ impl Agent {
                 self.sync(&key);
             }
         }
+    }
+
+    /// Status writes that may be under way at once.
+    fn write_slots(&self) -> usize {
+        self.config.max_inflight_writes.max(1)
     }
 
     /// A write's outcome: the pod as written, a retry, or the sync it missed while writing.
