@@ -4,6 +4,7 @@
 pub mod adopt;
 pub mod allocator;
 pub mod bench;
+pub mod client;
 pub mod demo;
 pub mod explain_cmd;
 pub mod image_flags;

@@ -229,7 +229,7 @@ pub async fn client_from(
     config
         .headers
         .push((axum::http::header::USER_AGENT, agent.parse()?));
-    Ok(kube::Client::try_from(config)?)
+    crate::client::build(config)
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
