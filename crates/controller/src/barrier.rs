@@ -103,15 +103,13 @@ pub async fn sync(ctx: &Context, cs: &CloneSet) {
         .state()
         .iter()
         .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(ns.as_str())
+            p.meta().namespace.as_deref() == Some(ns.as_str())
                 && p.owner_references()
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid)
-                && p.metadata.deletion_timestamp.is_none()
-                && p.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(launch_priority::COMPLETED_ANNOTATION))
+                && p.meta().deletion_timestamp.is_none()
+                && p.annotations()
+                    .get(launch_priority::COMPLETED_ANNOTATION)
                     .is_none_or(|v| v != "true")
         })
         .map(|p| p.unpack())

@@ -106,9 +106,9 @@ impl Expectations {
         };
         pending.items.retain(|(what, _)| match what {
             Expect::PodCreated(name) => pod(name).is_none(),
-            Expect::PodDeleted(name) => pod(name).is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+            Expect::PodDeleted(name) => pod(name).is_some_and(|p| p.meta().deletion_timestamp.is_none()),
             Expect::PodVersion(name, rv) => {
-                pod(name).is_some_and(|p| rv_of(p.metadata.resource_version.as_ref()) < *rv)
+                pod(name).is_some_and(|p| rv_of(p.meta().resource_version.as_ref()) < *rv)
             }
             Expect::RevisionCreated(name) => caches
                 .revisions

@@ -157,7 +157,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
     let uid = cs.uid().unwrap_or_default();
     let ns = cs.namespace().unwrap_or_default();
     let (summaries, refreshed) = ctx.summaries.refresh(&cs, &ctx.pods.state(), |p| {
-        p.metadata.namespace.as_deref() == Some(ns.as_str()) && references(p.owner_references(), &uid)
+        p.meta().namespace.as_deref() == Some(ns.as_str()) && references(p.owner_references(), &uid)
     });
     tracing::trace!(cloneset = %cs.name_any(), reused = refreshed.reused, made = refreshed.made, "pod summaries");
     ctx.summaries.prune(|ns, name, uid| {
@@ -352,10 +352,7 @@ mod tests {
         ];
         let mut all: Vec<Arc<insitu_core::PackedPod>> = pods.iter().map(packed).collect();
         let owned = |p: &insitu_core::PackedPod| {
-            controlled_by(
-                p.metadata.owner_references.as_deref().unwrap_or_default(),
-                "cs-uid",
-            )
+            controlled_by(p.meta().owner_references.as_deref().unwrap_or_default(), "cs-uid")
         };
         let (s1, r) = cache.refresh(&cs, &all, owned);
         assert_eq!(r, Refreshed { reused: 0, made: 2 });

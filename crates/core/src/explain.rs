@@ -117,7 +117,7 @@ pub fn action_line(a: &Action) -> String {
         Action::CreatePod { pod, revision } => {
             format!(
                 "create pod {} at revision {revision}",
-                pod.metadata.name.as_deref().unwrap_or_default()
+                pod.meta().name.as_deref().unwrap_or_default()
             )
         }
         Action::DeletePod { pod, reason, .. } => format!("delete pod {pod} ({reason})"),

@@ -25,6 +25,7 @@ mod selector;
 pub mod snapshot;
 pub mod sort;
 pub mod status;
+pub mod strmap;
 pub mod summary;
 pub mod vertical;
 

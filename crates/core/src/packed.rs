@@ -12,21 +12,25 @@
 //! IDs), so a 2 KiB body packs into ~200 bytes, and a 10 KiB spec of many env vars and sidecars gains the
 //! most. A pod without a controller is compressed against a built-in typical pod body.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::strmap::{Entries, StrMap};
 use crate::summary::Intrinsics;
 
-/// A pod: metadata as a struct (read on every plan), `spec.nodeName` (read by the scale-down ranker), and
-/// the rest of spec and status as compressed JSON.
+/// A pod: metadata as a struct (read on every plan) but with labels and annotations kept compactly,
+/// `spec.nodeName` (read by the scale-down ranker), and the rest of spec and status as compressed JSON.
 #[derive(Clone, Debug)]
 pub struct PackedPod {
-    /// Labels and annotations must not be changed in place: `intrinsics` were made from them.
-    pub metadata: ObjectMeta,
+    /// The metadata without `labels` and `annotations` (always `None` here: see `labels()`,
+    /// `annotations()`) and without `managedFields`.
+    metadata: ObjectMeta,
+    labels: Option<StrMap>,
+    annotations: Option<StrMap>,
     /// The pod's summary facts, made when it was packed (then summarising it decodes nothing).
     pub(crate) intrinsics: Intrinsics,
     node_name: Option<Box<str>>,
@@ -53,6 +57,8 @@ impl PackedPod {
             status,
         } = pod;
         metadata.managed_fields = None;
+        let labels = compact(&mut metadata.labels);
+        let annotations = compact(&mut metadata.annotations);
         let node_name = spec.as_ref().and_then(|s| s.node_name.as_deref()).map(Box::from);
         // Serialising a `PodSpec`/`PodStatus` cannot fail (string keys, no foreign types).
         let json = serde_json::to_vec(&Body { spec, status }).unwrap_or_default();
@@ -60,6 +66,8 @@ impl PackedPod {
         let body = lz4_flex::block::compress_prepend_size_with_dict(&json, &reference).into_boxed_slice();
         PackedPod {
             metadata,
+            labels,
+            annotations,
             intrinsics,
             node_name,
             body,
@@ -74,10 +82,32 @@ impl PackedPod {
             .unwrap_or_default();
         let body: Body = serde_json::from_slice(&json).unwrap_or_default();
         Pod {
-            metadata: self.metadata.clone(),
+            metadata: self.meta_whole(),
             spec: body.spec,
             status: body.status,
         }
+    }
+
+    /// The metadata without labels and annotations (read those with `labels()` and `annotations()`).
+    pub fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    /// The metadata whole (labels and annotations copied back in).
+    pub fn meta_whole(&self) -> ObjectMeta {
+        ObjectMeta {
+            labels: self.labels.as_ref().map(StrMap::to_map),
+            annotations: self.annotations.as_ref().map(StrMap::to_map),
+            ..self.metadata.clone()
+        }
+    }
+
+    pub fn labels(&self) -> Entries<'_> {
+        Entries::Packed(self.labels.as_ref())
+    }
+
+    pub fn annotations(&self) -> Entries<'_> {
+        Entries::Packed(self.annotations.as_ref())
     }
 
     /// `spec.nodeName`, without unpacking.
@@ -89,12 +119,30 @@ impl PackedPod {
     pub fn packed_len(&self) -> usize {
         self.body.len()
     }
+
+    /// Heap bytes of its labels and annotations.
+    pub fn maps_len(&self) -> usize {
+        [&self.labels, &self.annotations]
+            .into_iter()
+            .flatten()
+            .map(StrMap::heap_len)
+            .sum()
+    }
+}
+
+/// Takes a map out of the metadata, compacted (a map of 4 GiB or more, which no apiserver accepts, stays).
+fn compact(map: &mut Option<BTreeMap<String, String>>) -> Option<StrMap> {
+    let packed = StrMap::new(map.as_ref()?)?;
+    *map = None;
+    Some(packed)
 }
 
 /// Equal when they hold the same pod (bodies compressed against different references compare decoded).
 impl PartialEq for PackedPod {
     fn eq(&self, other: &Self) -> bool {
         self.metadata == other.metadata
+            && self.labels == other.labels
+            && self.annotations == other.annotations
             && self.intrinsics == other.intrinsics
             && self.node_name == other.node_name
             && (Arc::ptr_eq(&self.reference, &other.reference) && self.body == other.body
@@ -202,6 +250,8 @@ impl k8s_openapi::Resource for PackedPod {
     type Scope = <Pod as k8s_openapi::Resource>::Scope;
 }
 
+/// kube's reflector reads the name, namespace and resourceVersion through this; labels and annotations are
+/// not in it (`PackedPod::labels`, `annotations`).
 impl k8s_openapi::Metadata for PackedPod {
     type Ty = ObjectMeta;
 
@@ -238,6 +288,14 @@ mod tests {
         .unwrap();
         let packed = PackedPod::pack(pod.clone());
         assert_eq!(packed.node_name(), Some("node-1"));
+        // Labels and annotations are read from their compact form, not from the metadata.
+        assert_eq!(
+            (packed.meta().labels.as_ref(), packed.meta().annotations.as_ref()),
+            (None, None)
+        );
+        assert_eq!(packed.labels().get("app"), Some("web"));
+        assert_eq!(packed.annotations().get("a"), Some("{\"x\":1}"));
+        assert_eq!(packed.meta_whole().labels, pod.metadata.labels);
         let mut want = pod;
         want.metadata.managed_fields = None;
         assert_eq!(packed.unpack(), want);

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::revision::{self, ALPHANUMS};
+use crate::strmap::Entries;
 use crate::summary::{PodSummary, RevisionKey};
 
 /// Everything the planner asks about one pod in one plan: the pod's summary (reachable through `Deref`)
@@ -160,9 +161,18 @@ impl<'a> PodFacts<'a> {
         self.summary.pod()
     }
 
-    /// The pod's metadata (for as long as the summary is borrowed, unlike through `Deref`).
+    /// The pod's metadata (for as long as the summary is borrowed, unlike through `Deref`); of a packed pod
+    /// without labels and annotations: read those with `labels()` and `annotations()`.
     pub fn meta(&self) -> &'a ObjectMeta {
         self.summary.meta()
+    }
+
+    pub fn labels(&self) -> Entries<'a> {
+        self.summary.labels()
+    }
+
+    pub fn annotations(&self) -> Entries<'a> {
+        self.summary.annotations()
     }
 
     /// `metadata.name` (`""` when absent).
@@ -183,11 +193,8 @@ impl<'a> PodFacts<'a> {
 
 /// The instance id of a pod or PVC (`apps.kruise.io/cloneset-instance-id`; `""` when absent), as Kruise
 /// `GetInstanceID`.
-pub fn instance_id(meta: &ObjectMeta) -> &str {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(keys::INSTANCE_ID_LABEL))
-        .map_or("", String::as_str)
+pub fn instance_id<'a>(labels: impl Into<Entries<'a>>) -> &'a str {
+    labels.into().get(keys::INSTANCE_ID_LABEL).unwrap_or("")
 }
 
 /// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.

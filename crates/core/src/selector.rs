@@ -1,7 +1,7 @@
 //! A label selector prepared once per plan, so matching every pod neither walks the selector's map nor
 //! allocates (`insitu_api::validation::selector_matches` builds a value set per expression per call).
 
-use std::collections::BTreeMap;
+use crate::strmap::Entries;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -56,9 +56,9 @@ impl<'a> Selector<'a> {
     }
 
     /// Whether a pod with these labels (`None` = no labels) is selected.
-    pub(crate) fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-        self.match_labels.iter().all(|&(k, v)| get(k) == Some(v)) && self.matches_expressions(labels)
+    pub(crate) fn matches<'l>(&self, labels: impl Into<Entries<'l>>) -> bool {
+        let labels = labels.into();
+        self.match_labels.iter().all(|&(k, v)| labels.get(k) == Some(v)) && self.matches_expressions(labels)
     }
 
     /// `matchLabels` as (key, value) pairs, distinct keys, sorted by key like a pod's label map: a caller
@@ -69,10 +69,9 @@ impl<'a> Selector<'a> {
     }
 
     /// The `matchExpressions` part of `matches`.
-    pub(crate) fn matches_expressions(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    pub(crate) fn matches_expressions(&self, labels: Entries<'_>) -> bool {
         self.exprs.iter().all(|e| {
-            let got = get(e.key);
+            let got = labels.get(e.key);
             match e.op {
                 Op::In => got.is_some_and(|g| e.values.contains(&g)),
                 Op::NotIn => got.is_none_or(|g| !e.values.contains(&g)),
@@ -89,6 +88,7 @@ mod tests {
     use super::*;
     use insitu_api::validation::selector_matches;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     #[test]
     fn same_answers_as_selector_matches() {
@@ -122,7 +122,7 @@ mod tests {
             let compiled = Selector::new(&sel);
             for l in &label_sets {
                 assert_eq!(
-                    compiled.matches(l.as_ref()),
+                    compiled.matches(l),
                     selector_matches(&sel, l.as_ref().unwrap_or(&empty)),
                     "selector {s} labels {l:?}"
                 );

@@ -267,7 +267,7 @@ impl<'a> Priority<'a> {
     }
 
     fn key(&self, p: &PodFacts) -> (i64, i64) {
-        let labels = p.meta().labels.as_ref();
+        let labels = p.labels();
         if !self.weights.is_empty() {
             let w: i64 = self
                 .weights
@@ -278,7 +278,7 @@ impl<'a> Priority<'a> {
             return (-w, 0);
         }
         for (i, t) in self.strategy.order_priority.iter().enumerate() {
-            if let Some(v) = labels.and_then(|l| l.get(&t.ordered_key)) {
+            if let Some(v) = labels.get(&t.ordered_key) {
                 return (i as i64, -int_suffix(v));
             }
         }
@@ -361,11 +361,7 @@ fn scatter_terms(facts: &[PodFacts], idx: &[usize], terms: &[UpdateScatterTerm])
 }
 
 fn scatter_match(f: &PodFacts, t: &UpdateScatterTerm) -> bool {
-    f.meta()
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(&t.key))
-        .is_some_and(|v| *v == t.value)
+    f.labels().get(&t.key).is_some_and(|v| v == t.value)
 }
 
 /// Kruise `scatterSort`: for each term, interleave matched and unmatched candidates in groups sized by

@@ -21,6 +21,7 @@ use crate::packed::PackedPod;
 use crate::pods::{self, Lc};
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
+use crate::strmap::Entries;
 
 /// The pod a summary describes: a whole `Pod`, or a `PackedPod` (metadata at hand, spec and status decoded
 /// when asked for), as a controller's lean cache keeps them.
@@ -31,10 +32,26 @@ pub enum PodRef {
 }
 
 impl PodRef {
+    /// The metadata; of a packed pod without labels and annotations: read those with `labels()` and
+    /// `annotations()`, which answer for both.
     pub fn meta(&self) -> &ObjectMeta {
         match self {
             PodRef::Full(p) => &p.metadata,
-            PodRef::Packed(p) => &p.metadata,
+            PodRef::Packed(p) => p.meta(),
+        }
+    }
+
+    pub fn labels(&self) -> Entries<'_> {
+        match self {
+            PodRef::Full(p) => Entries::from(&p.metadata.labels),
+            PodRef::Packed(p) => p.labels(),
+        }
+    }
+
+    pub fn annotations(&self) -> Entries<'_> {
+        match self {
+            PodRef::Full(p) => Entries::from(&p.metadata.annotations),
+            PodRef::Packed(p) => p.annotations(),
         }
     }
 
@@ -351,12 +368,10 @@ impl<'a> Summariser<'a> {
 }
 
 /// The value of annotation `key`, else of `old`, when not empty (Kruise reads the new key first).
-fn annotation_or_old<'p>(meta: &'p ObjectMeta, key: &str, old: &str) -> Option<&'p str> {
-    let annotations = meta.annotations.as_ref()?;
+fn annotation_or_old<'p>(annotations: Entries<'p>, key: &str, old: &str) -> Option<&'p str> {
     annotations
         .get(key)
         .or_else(|| annotations.get(old))
-        .map(String::as_str)
         .filter(|s| !s.is_empty())
 }
 
@@ -383,7 +398,7 @@ impl PodSummary {
         if let Some((sel, fingerprint)) = selector {
             facts.selector = fingerprint;
             facts.has_selector = true;
-            facts.selected = selects(sel, pod.meta().labels.as_ref());
+            facts.selected = selects(sel, pod.labels());
         }
         PodSummary { pod, facts }
     }
@@ -392,19 +407,19 @@ impl PodSummary {
 /// Whether `sel` selects a pod with `labels`. matchLabels pairs met are counted; keys are distinct on both
 /// sides, so all met ⇔ count == len. Both are sorted by key, so they are walked together (a merge): once the
 /// selector's keys are behind, the remaining labels cost nothing.
-fn selects(sel: &Selector, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+fn selects(sel: &Selector, labels: Entries<'_>) -> bool {
     let selector_labels = sel.match_labels();
     let mut selector_next = selector_labels.iter().peekable();
     let mut selector_met = 0;
-    for (k, v) in labels.into_iter().flatten() {
+    for (k, v) in labels.iter() {
         while let Some(&&(sk, sv)) = selector_next.peek() {
-            match sk.cmp(k.as_str()) {
+            match sk.cmp(k) {
                 // A selector key this pod does not have: the pod is not selected.
                 Ordering::Less => {
                     selector_next.next();
                 }
                 Ordering::Equal => {
-                    selector_met += usize::from(sv == v.as_str());
+                    selector_met += usize::from(sv == v);
                     selector_next.next();
                     break;
                 }
@@ -560,9 +575,18 @@ impl PodSummary {
         self.pod.pod()
     }
 
-    /// The pod's metadata (never decodes).
+    /// The pod's metadata (never decodes); of a packed pod without labels and annotations: read those with
+    /// `labels()` and `annotations()`.
     pub fn meta(&self) -> &ObjectMeta {
         self.pod.meta()
+    }
+
+    pub fn labels(&self) -> Entries<'_> {
+        self.pod.labels()
+    }
+
+    pub fn annotations(&self) -> Entries<'_> {
+        self.pod.annotations()
     }
 
     /// The pod version summarised, shared.
@@ -614,7 +638,9 @@ impl PodSummary {
         if !self.has_revision {
             return "";
         }
-        pods::label(self.meta(), keys::CONTROLLER_REVISION_HASH_LABEL).unwrap_or("")
+        self.labels()
+            .get(keys::CONTROLLER_REVISION_HASH_LABEL)
+            .unwrap_or("")
     }
 
     /// Kruise `EqualToRevisionHash(revision label, rev)`: the label is not empty and its short hash equals
@@ -632,7 +658,7 @@ impl PodSummary {
         if self.lc == Lc::None {
             return "";
         }
-        pods::label(self.meta(), keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
+        self.labels().get(keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
     }
 
     /// The in-place update grace annotation (new key, else the old one), when not empty.
@@ -641,7 +667,7 @@ impl PodSummary {
             return None;
         }
         annotation_or_old(
-            self.meta(),
+            self.annotations(),
             keys::INPLACE_UPDATE_GRACE_ANNOTATION,
             keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD,
         )
@@ -653,7 +679,7 @@ impl PodSummary {
             return None;
         }
         annotation_or_old(
-            self.meta(),
+            self.annotations(),
             keys::INPLACE_UPDATE_STATE_ANNOTATION,
             keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD,
         )

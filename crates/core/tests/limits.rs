@@ -40,7 +40,7 @@ fn int32_max_replicas_plans_one_bounded_batch_and_warns() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreatePod { pod, .. } => pod.metadata.name.clone(),
+            Action::CreatePod { pod, .. } => pod.meta().name.clone(),
             _ => None,
         })
         .collect();

@@ -48,7 +48,7 @@ fn created_pods(plan: &Plan) -> Vec<String> {
     plan.actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreatePod { pod, .. } => pod.metadata.name.clone(),
+            Action::CreatePod { pod, .. } => pod.meta().name.clone(),
             _ => None,
         })
         .collect()
@@ -241,7 +241,7 @@ fn deleted_pods_take_their_pvcs_along() {
     }
     w.apply(&plan);
     assert_eq!(w.pvcs.len(), 4);
-    assert!(w.pvcs.iter().all(|p| pods::instance_id(&p.metadata) != id));
+    assert!(w.pvcs.iter().all(|p| pods::instance_id(&p.metadata.labels) != id));
     // Specified delete: same.
     let target = w.names()[0].clone();
     w.cs.spec.scale_strategy =

@@ -174,7 +174,7 @@ impl Exec<'_> {
             .ctx
             .pods
             .get(&ObjectRef::<PackedPod>::new(name).within(&self.ns))
-            .filter(|p| p.metadata.uid.as_deref() == Some(uid));
+            .filter(|p| p.meta().uid.as_deref() == Some(uid));
         let ours = self
             .written
             .lock()
@@ -183,7 +183,7 @@ impl Exec<'_> {
             .filter(|p| p.metadata.uid.as_deref() == Some(uid))
             .cloned();
         match (cache, ours) {
-            (Some(c), Some(o)) if pod_version(&o.metadata) > pod_version(&c.metadata) => Some((*o).clone()),
+            (Some(c), Some(o)) if pod_version(&o.metadata) > pod_version(c.meta()) => Some((*o).clone()),
             (None, Some(o)) => Some((*o).clone()),
             (c, _) => c.map(|c| c.unpack()),
         }

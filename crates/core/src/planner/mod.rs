@@ -24,6 +24,7 @@ use crate::readiness;
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::status::{self, StatusInput};
+use crate::strmap::Entries;
 use crate::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};
 
@@ -59,25 +60,19 @@ struct Planner<'a> {
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
-pub fn is_hooked(hook: Option<&LifecycleHook>, pod: &ObjectMeta) -> bool {
+pub fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
-    let labels = pod.labels.as_ref();
     let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().any(|f| fins.contains(f))
-        || h.labels_handler
-            .iter()
-            .any(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        || h.labels_handler.iter().any(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
-pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: &ObjectMeta) -> bool {
+pub fn is_all_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
-    let labels = pod.labels.as_ref();
     let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().all(|f| fins.contains(f))
-        && h.labels_handler
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        && h.labels_handler.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 fn lifecycle_patch(f: &PodFacts, state: &str, now_rfc3339: &str) -> Action {
@@ -147,7 +142,7 @@ impl<'a> Planner<'a> {
         let mut active: HashSet<&str> = HashSet::new();
         let mut inactive: HashMap<&str, &ObjectMeta> = HashMap::new();
         for p in all {
-            let id = pods::instance_id(p.meta());
+            let id = pods::instance_id(p.labels());
             if id.is_empty() {
                 continue;
             }
@@ -161,7 +156,7 @@ impl<'a> Planner<'a> {
         live.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut kept = Vec::with_capacity(live.len());
         for pvc in live {
-            let id = pods::instance_id(&pvc.metadata);
+            let id = pods::instance_id(&pvc.metadata.labels);
             let name = pvc.metadata.name.clone().unwrap_or_default();
             let uid = pvc.metadata.uid.clone().unwrap_or_default();
             if active.contains(id) {
@@ -296,7 +291,7 @@ impl<'a> Planner<'a> {
             // Kruise claimPods. A summary made for another selector (or none) cannot say: read the labels.
             let selected = sm
                 .selected_by(fingerprint)
-                .unwrap_or_else(|| selector.matches(sm.meta().labels.as_ref()));
+                .unwrap_or_else(|| selector.matches(sm.labels()));
             let pod_deleting = sm.meta().deletion_timestamp.is_some();
             match claim::claim(claimer.owner(sm.meta()), selected, cs_deleting, pod_deleting) {
                 Claim::Keep => {}

@@ -132,7 +132,7 @@ impl Planner<'_> {
         let lc = self.cs.spec.lifecycle.as_ref();
         let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
         let updated_or_normal = || {
-            if lc.is_some() && !is_all_hooked(ipu_hook, f.meta()) {
+            if lc.is_some() && !is_all_hooked(ipu_hook, f.labels(), f.meta()) {
                 keys::lifecycle::UPDATED
             } else {
                 keys::lifecycle::NORMAL
@@ -142,7 +142,7 @@ impl Planner<'_> {
             Lc::PreparingNormal => {
                 // Kruise v1.9 (#1485): without a preNormal hook, wait until the pod is scheduled.
                 let ok = match lc.and_then(|l| l.pre_normal.as_ref()) {
-                    Some(h) => is_all_hooked(Some(h), f.meta()),
+                    Some(h) => is_all_hooked(Some(h), f.labels(), f.meta()),
                     None => f.node_assigned,
                 };
                 ok.then_some(keys::lifecycle::NORMAL)
@@ -154,9 +154,8 @@ impl Planner<'_> {
                 let ok = f.grace().is_none() && completed.is_none_or(|done| done);
                 ok.then(updated_or_normal)
             }
-            Lc::Updated => {
-                (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.meta())).then_some(keys::lifecycle::NORMAL)
-            }
+            Lc::Updated => (ipu_hook.is_none() || is_all_hooked(ipu_hook, f.labels(), f.meta()))
+                .then_some(keys::lifecycle::NORMAL),
             _ => None,
         };
         // Lifecycle markPodNotReady: KruisePodReady follows the state the pod is in or moves to.

@@ -24,7 +24,7 @@ impl Planner<'_> {
             .and_then(|l| l.pre_delete.as_ref());
         let mut modified = false;
         for f in victims {
-            if is_hooked(hook, f.meta()) {
+            if is_hooked(hook, f.labels(), f.meta()) {
                 if f.lc != Lc::PreparingDelete {
                     self.why(format!(
                         "pod {}: preDelete hook present → PreparingDelete ({why})",
@@ -45,12 +45,12 @@ impl Planner<'_> {
             });
             modified = true;
             // Kruise deletePods: the pod's PVCs (same instance-id) go with it.
-            let id = pods::instance_id(f.meta());
+            let id = pods::instance_id(f.labels());
             if id.is_empty() {
                 continue;
             }
             for pvc in &self.pvcs {
-                if pods::instance_id(&pvc.metadata) != id {
+                if pods::instance_id(&pvc.metadata.labels) != id {
                     continue;
                 }
                 let name = pvc.metadata.name.clone().unwrap_or_default();
@@ -234,7 +234,7 @@ impl Planner<'_> {
         let n_current = usize::try_from(b.scale_up_num_old_revision).unwrap_or(0).min(n);
         let taken: HashSet<String> = all
             .iter()
-            .filter_map(|p| pods::label(p.meta(), keys::INSTANCE_ID_LABEL).map(str::to_string))
+            .filter_map(|p| p.labels().get(keys::INSTANCE_ID_LABEL).map(str::to_string))
             .chain(all.iter().filter_map(|p| {
                 let name = p.meta().name.as_deref()?;
                 let cs_name = cs.metadata.name.as_deref()?;
@@ -249,11 +249,11 @@ impl Planner<'_> {
             all.len()
         );
         // Kruise getOrGenAvailableIDs: ids of PVCs no active pod uses come back first.
-        let active_ids: HashSet<&str> = facts.iter().map(|f| pods::instance_id(f.meta())).collect();
+        let active_ids: HashSet<&str> = facts.iter().map(|f| pods::instance_id(f.labels())).collect();
         let pvc_ids: BTreeSet<&str> = self
             .pvcs
             .iter()
-            .map(|p| pods::instance_id(&p.metadata))
+            .map(|p| pods::instance_id(&p.metadata.labels))
             .filter(|id| !id.is_empty())
             .collect();
         // A reused id names the pod `<cs>-<id>` again. While an old pod of that name still exists

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::budget::Unavailable;
 use crate::inplace::{self, StartTemplate};
 use crate::plan::{Action, PodMutation, PodRefusal, UpdateReason};
-use crate::pods::{self, Lc, PodFacts};
+use crate::pods::{Lc, PodFacts};
 use crate::recreate::Refusal;
 use crate::revision::{self, short_hash};
 use crate::sort;
@@ -220,7 +220,7 @@ impl Planner<'_> {
                     let hook = lc.and_then(|l| l.in_place_update.as_ref());
                     match f.lc {
                         Lc::None | Lc::PreparingNormal | Lc::Normal => {
-                            if is_hooked(hook, f.meta()) {
+                            if is_hooked(hook, f.labels(), f.meta()) {
                                 self.why(format!(
                                     "pod {}: inPlaceUpdate hook present → PreparingUpdate",
                                     f.name()
@@ -248,7 +248,7 @@ impl Planner<'_> {
                             return Ok(());
                         }
                         Lc::PreparingUpdate => {
-                            if is_hooked(hook, f.meta()) {
+                            if is_hooked(hook, f.labels(), f.meta()) {
                                 self.why(format!(
                                     "pod {}: PreparingUpdate, waiting for the inPlaceUpdate hook",
                                     f.name()
@@ -297,7 +297,7 @@ impl Planner<'_> {
                         f.name(),
                         refusal.describe()
                     ));
-                    if pods::label(f.meta(), keys::SPECIFIED_DELETE_LABEL) != Some("true") {
+                    if f.labels().get(keys::SPECIFIED_DELETE_LABEL) != Some("true") {
                         self.plan.refusals.push(PodRefusal {
                             pod: f.name().to_string(),
                             in_place_only: false,
@@ -307,7 +307,7 @@ impl Planner<'_> {
                 }
             }
         }
-        if pods::label(f.meta(), keys::SPECIFIED_DELETE_LABEL) == Some("true") {
+        if f.labels().get(keys::SPECIFIED_DELETE_LABEL) == Some("true") {
             return Ok(());
         }
         ctx.recreate.push(f.name());

@@ -587,7 +587,7 @@ fn cache_estimate(after: Vec<Pod>, cs: CloneSet, samples_n: usize) -> (f64, Vec<
         // controller UID) summarised where they changed since the last snapshot (here: none after the
         // first, untimed, round), in name order.
         let owned = |p: &PackedPod| {
-            p.metadata.namespace.as_deref() == Some("default")
+            p.meta().namespace.as_deref() == Some("default")
                 && p.owner_references()
                     .iter()
                     .any(|r| r.controller == Some(true) && r.uid == cs_uid)
