@@ -233,6 +233,8 @@ pub async fn client_from(
 }
 
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Before the runtime's threads exist: their arenas are made with it.
+    crate::allocator::set_dirty_decay(crate::allocator::CONTROLLER_DIRTY_DECAY_MS);
     let gates = insitu_core::FeatureGates::parse(&args.feature_gates).map_err(anyhow::Error::msg)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let webhook = webhook_config(&args)?;
