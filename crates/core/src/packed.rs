@@ -51,6 +51,7 @@ struct Body {
 impl PackedPod {
     pub fn pack(pod: Pod) -> PackedPod {
         let intrinsics = Intrinsics::of(&pod);
+        let running = is_running(&pod);
         let Pod {
             mut metadata,
             spec,
@@ -62,7 +63,7 @@ impl PackedPod {
         let node_name = spec.as_ref().and_then(|s| s.node_name.as_deref()).map(Box::from);
         // Serialising a `PodSpec`/`PodStatus` cannot fail (string keys, no foreign types).
         let json = serde_json::to_vec(&Body { spec, status }).unwrap_or_default();
-        let reference = REFERENCES.for_pod(&metadata, &json);
+        let reference = REFERENCES.for_pod(&metadata, &json, running);
         let body = lz4_flex::block::compress_prepend_size_with_dict(&json, &reference).into_boxed_slice();
         PackedPod {
             metadata,
@@ -150,17 +151,31 @@ impl PartialEq for PackedPod {
     }
 }
 
+/// Whether the pod runs with its containers reported (phase Running, container statuses present): the
+/// status every pod of a controller spends most of its life in, so the best reference for the others.
+fn is_running(pod: &Pod) -> bool {
+    pod.status.as_ref().is_some_and(|s| {
+        s.phase.as_deref() == Some("Running") && s.container_statuses.as_ref().is_some_and(|c| !c.is_empty())
+    })
+}
+
 /// The reference bodies, one per controller UID, shared by every `PackedPod` of the process. The map holds
 /// them weakly: a reference lives as long as a pod packed against it, and dead entries are dropped when the
-/// map has doubled since the last sweep, so it stays proportional to the controllers with cached pods. A
-/// reference is not replaced while pods hold it: later revisions of a template differ from it in a few
-/// values (an image, an env value), which costs a few bytes per pod.
+/// map has doubled since the last sweep, so it stays proportional to the controllers with cached pods.
+///
+/// The first pod a controller's cache sees is usually one it has just created: no node, no status. Against
+/// that body a running pod's status (conditions, container statuses, IPs) does not compress, ~1.2 KB a pod
+/// (the session-15 heap profile of the controller at 10k pods). So a reference made from a pod that was not
+/// running is replaced once by the first running pod's body; pods packed against the old one keep it until
+/// they change. Later revisions of a template differ from a running pod's body in a few values (an image, a
+/// container ID), which costs a few bytes per pod, so a running reference is kept while pods hold it.
 struct ReferenceBodies {
     /// Controller UID → its reference, and the map size at which dead entries are next swept.
     by_owner: Mutex<(OwnerReferences, usize)>,
 }
 
-type OwnerReferences = HashMap<Box<str>, Weak<[u8]>>;
+/// Controller UID → its reference, and whether it was made from a running pod.
+type OwnerReferences = HashMap<Box<str>, (Weak<[u8]>, bool)>;
 
 static REFERENCES: LazyLock<ReferenceBodies> = LazyLock::new(|| ReferenceBodies {
     by_owner: Mutex::new((HashMap::new(), 64)),
@@ -198,9 +213,9 @@ const TYPICAL_BODY: &str = concat!(
 const MIN_REFERENCE: usize = 64;
 
 impl ReferenceBodies {
-    /// The reference for a pod: its controller's (this body becomes it if there is none yet), else the typical
-    /// body.
-    fn for_pod(&self, meta: &ObjectMeta, body: &[u8]) -> Arc<[u8]> {
+    /// The reference for a pod: its controller's (this body becomes it if there is none yet, or if this pod
+    /// runs and the reference's did not), else the typical body.
+    fn for_pod(&self, meta: &ObjectMeta, body: &[u8], running: bool) -> Arc<[u8]> {
         let owner = meta
             .owner_references
             .iter()
@@ -213,13 +228,16 @@ impl ReferenceBodies {
         // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
         let mut guard = self.by_owner.lock().unwrap_or_else(|p| p.into_inner());
         let (map, sweep_at) = &mut *guard;
-        if let Some(found) = map.get(owner.uid.as_str()).and_then(Weak::upgrade) {
+        if let Some((weak, made_running)) = map.get(owner.uid.as_str())
+            && (*made_running || !running)
+            && let Some(found) = weak.upgrade()
+        {
             return found;
         }
         let reference: Arc<[u8]> = Arc::from(body);
-        map.insert(owner.uid.as_str().into(), Arc::downgrade(&reference));
+        map.insert(owner.uid.as_str().into(), (Arc::downgrade(&reference), running));
         if map.len() >= *sweep_at {
-            map.retain(|_, w| w.strong_count() > 0);
+            map.retain(|_, (w, _)| w.strong_count() > 0);
             *sweep_at = (map.len() * 2).max(64);
         }
         reference
@@ -354,6 +372,52 @@ mod tests {
             second.packed_len()
         );
         assert_eq!(second.unpack(), pod);
+    }
+
+    /// A running pod as a kubelet reports it: conditions, container statuses, IPs.
+    fn running_pod(owner: &str, name: &str, node: &str, ip: &str) -> Pod {
+        let mut pod = owned_pod(owner, name, node, ip);
+        let status = serde_json::json!({"phase": "Running", "podIP": ip, "hostIP": "172.16.0.1",
+            "podIPs": [{"ip": ip}], "startTime": "2026-01-01T00:00:00Z", "qosClass": "BestEffort",
+            "conditions": (["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+                .iter().map(|t| serde_json::json!({"type": t, "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"})).collect::<Vec<_>>()),
+            "containerStatuses": [{"name": "web", "image": "nginx:1", "imageID": "docker.io/library/nginx@sha256:0",
+                "containerID": format!("containerd://{name}"), "ready": true, "started": true, "restartCount": 0,
+                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]});
+        pod.status = Some(serde_json::from_value(status).unwrap());
+        pod
+    }
+
+    #[test]
+    fn the_first_running_pod_replaces_a_reference_made_before_pods_ran() {
+        let owner = "reference-upgrade-owner";
+        let mut created = owned_pod(owner, "web-0", "", "");
+        created.status = None;
+        let first = PackedPod::pack(created.clone());
+        let second = PackedPod::pack(running_pod(owner, "web-1", "node-1", "10.0.0.2"));
+        assert!(!Arc::ptr_eq(&first.reference, &second.reference));
+        let third_pod = running_pod(owner, "web-2", "node-2", "10.0.0.3");
+        let third = PackedPod::pack(third_pod.clone());
+        assert!(Arc::ptr_eq(&second.reference, &third.reference));
+        // Against the created pod's body, the same running pod packs several times larger.
+        let json = serde_json::to_vec(&Body {
+            spec: third_pod.spec.clone(),
+            status: third_pod.status.clone(),
+        })
+        .unwrap();
+        let against_created = lz4_flex::block::compress_prepend_size_with_dict(&json, &first.reference);
+        assert!(
+            third.packed_len() * 2 < against_created.len(),
+            "{} vs {}",
+            third.packed_len(),
+            against_created.len()
+        );
+        // A later pod that is not running does not take the reference back; every pod still unpacks.
+        let fourth = PackedPod::pack(owned_pod(owner, "web-3", "node-3", "10.0.0.4"));
+        assert!(Arc::ptr_eq(&second.reference, &fourth.reference));
+        assert_eq!(first.unpack(), created);
+        assert_eq!(third.unpack(), third_pod);
     }
 
     #[test]
