@@ -1,4 +1,4 @@
-//! The global allocator: its figures for `/metrics` (`insitu_allocator_bytes{kind}`) and the controller's decay time.
+//! The global allocator: its figures for `/metrics` (`insitu_allocator_bytes{kind}`) and the controller's settings (decay, thread caches).
 
 /// How long the controller's jemalloc keeps freed pages before returning them to the system. jemalloc's
 /// default, 10 s, left 5–18 MiB of a 10k-pod rollout's freed pages resident 15 s after it (the background
@@ -28,6 +28,25 @@ pub fn set_dirty_decay(ms: isize) -> bool {
 
 #[cfg(not(all(target_os = "linux", not(target_env = "msvc"))))]
 pub fn set_dirty_decay(_ms: isize) -> bool {
+    false
+}
+
+/// Turns off jemalloc's cache of freed objects for the calling thread (the controller calls it on every
+/// runtime thread), unless the operator chose (`_RJEM_MALLOC_CONF=tcache…`). A thread's cache keeps objects it
+/// freed for its next allocations; a runtime thread idle after a rollout keeps them, with the pages under them.
+/// Without it: 60.4 / 60.9 MiB after two 10k-pod rollouts instead of 62.5 / 63.3, the same CPU within noise
+/// (`docs/benchmarks.md`, session 15). Returns whether it was turned off.
+#[cfg(all(target_os = "linux", not(target_env = "msvc")))]
+pub fn disable_thread_cache() -> bool {
+    use tikv_jemalloc_ctl::{Access as _, AsName as _};
+    if std::env::var("_RJEM_MALLOC_CONF").is_ok_and(|c| c.contains("tcache")) {
+        return false;
+    }
+    b"thread.tcache.enabled\0".name().write(false).is_ok()
+}
+
+#[cfg(not(all(target_os = "linux", not(target_env = "msvc"))))]
+pub fn disable_thread_cache() -> bool {
     false
 }
 
@@ -96,5 +115,25 @@ mod tests {
         assert_eq!(read, 1234);
         let arena0: isize = b"arena.0.dirty_decay_ms\0".name().read().unwrap();
         assert_eq!(arena0, 1234);
+    }
+
+    /// Per thread: this thread's cache goes off, another thread's stays as it was.
+    #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
+    #[test]
+    fn turns_off_this_threads_cache() {
+        use tikv_jemalloc_ctl::{Access as _, AsName as _};
+        if std::env::var("_RJEM_MALLOC_CONF").is_ok() {
+            return;
+        }
+        let enabled = || -> bool { b"thread.tcache.enabled\0".name().read().unwrap() };
+        let other = std::thread::spawn(move || {
+            let before = enabled();
+            assert!(super::disable_thread_cache());
+            (before, enabled())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(other, (true, false));
+        assert!(enabled());
     }
 }

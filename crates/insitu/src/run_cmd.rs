@@ -235,8 +235,14 @@ pub async fn client_from(
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Before the runtime's threads exist: their arenas are made with it.
     crate::allocator::set_dirty_decay(crate::allocator::CONTROLLER_DIRTY_DECAY_MS);
+    crate::allocator::disable_thread_cache();
     let gates = insitu_core::FeatureGates::parse(&args.feature_gates).map_err(anyhow::Error::msg)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_start(|| {
+            crate::allocator::disable_thread_cache();
+        })
+        .build()?;
     let webhook = webhook_config(&args)?;
     rt.block_on(async move {
         let client = client_from(args.kubeconfig.as_deref(), "controller").await?;
