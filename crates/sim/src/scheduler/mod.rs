@@ -4,22 +4,23 @@
 //! scheduler's VolumeBinding plugin keeps it (no node is even considered).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     Binding, Node, ObjectReference, PersistentVolumeClaim, Pod, PodCondition, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::Clock;
 use crate::kubelet::events::{EventSink, Regarding};
 use crate::kubelet::status::to_time;
+
+mod informer;
+use informer::Feeds;
+pub use informer::run;
 
 /// Scheduler configuration.
 #[derive(Clone, Debug)]
@@ -304,6 +305,8 @@ struct Scheduler {
     events: Option<EventSink>,
     /// PersistentVolumeClaims by `ns/name`.
     claims: HashMap<String, Claim>,
+    /// What the informers have delivered and not yet applied, and their relist state.
+    feeds: Feeds,
 }
 
 impl Scheduler {
@@ -381,7 +384,11 @@ impl Scheduler {
                     continue;
                 }
             };
-            match self.bind(&pod, &node).await {
+            let bound = self.bind(&pod, &node).await;
+            // Apply what the informers delivered while the binding was in flight: on a one-threaded cluster a
+            // turn over 100,000 pending pods lasts long enough for a watch to fall behind otherwise.
+            self.drain_feeds();
+            match bound {
                 Ok(()) => {
                     self.drop_pending(&key);
                     self.set_assigned(key, Some(node.clone()));
@@ -486,189 +493,6 @@ impl Scheduler {
                 uid: pod.metadata.uid.clone().unwrap_or_default(),
             };
             sink.record(self.clock.now(), &reg, None, warning, reason, message, None);
-        }
-    }
-}
-
-/// Keys seen during a watcher relist, to drop objects that disappeared meanwhile.
-#[derive(Default)]
-struct Relist(Option<HashSet<String>>);
-
-impl Relist {
-    fn begin(&mut self) {
-        self.0 = Some(HashSet::new());
-    }
-    fn saw(&mut self, key: &str) {
-        if let Some(s) = &mut self.0 {
-            s.insert(key.to_string());
-        }
-    }
-    fn finish(&mut self) -> Option<HashSet<String>> {
-        self.0.take()
-    }
-}
-
-/// Runs the scheduler until the future is dropped.
-pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig) {
-    let mut tasks = tokio::task::JoinSet::new();
-    let events = config.events.then(|| {
-        let (sink, task) = EventSink::spawn(client.clone(), &config.scheduler_name, 65_536);
-        tasks.spawn(async move {
-            let _ = task.await;
-        });
-        sink
-    });
-    let mut node_cfg = watcher::Config::default();
-    if let Some(sel) = &config.node_selector {
-        node_cfg = node_cfg.labels(sel);
-    }
-    let mut nodes = watcher(Api::<Node>::all(client.clone()), node_cfg)
-        .default_backoff()
-        .boxed();
-    let pods_api = Api::<Pod>::all(client.clone());
-    let mut pending = watcher(pods_api, watcher::Config::default().fields("spec.nodeName="))
-        .default_backoff()
-        .boxed();
-    let bound_api = Api::<BoundPod>::all(client.clone());
-    let mut bound = watcher(bound_api, watcher::Config::default().fields("spec.nodeName!="))
-        .default_backoff()
-        .boxed();
-    let claims_api = Api::<PersistentVolumeClaim>::all(client.clone());
-    let mut claims = watcher(claims_api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut s = Scheduler {
-        client,
-        clock,
-        config,
-        nodes: BTreeMap::new(),
-        assigned: HashMap::new(),
-        counts: HashMap::new(),
-        pending: HashMap::new(),
-        order: BTreeMap::new(),
-        seq: 0,
-        reported: HashMap::new(),
-        events,
-        claims: HashMap::new(),
-    };
-    let (mut node_relist, mut pending_relist, mut bound_relist, mut claim_relist) = (
-        Relist::default(),
-        Relist::default(),
-        Relist::default(),
-        Relist::default(),
-    );
-    let mut retry = false;
-    // Schedule only once nodes, bound pods and claims are known (else counts and fits are wrong).
-    let (mut nodes_synced, mut bound_synced, mut claims_synced) = (false, false, false);
-    loop {
-        let retry_sleep = s.clock.sleep(Duration::from_secs(1));
-        let changed = tokio::select! {
-            biased;
-            ev = nodes.next() => match ev {
-                Some(Ok(ev)) => {
-                    match ev {
-                        watcher::Event::Init => node_relist.begin(),
-                        watcher::Event::InitApply(n) | watcher::Event::Apply(n) => {
-                            let name = n.metadata.name.clone().unwrap_or_default();
-                            node_relist.saw(&name);
-                            s.nodes.insert(name, NodeInfo::from(&n));
-                        }
-                        watcher::Event::Delete(n) => {
-                            s.nodes.remove(n.metadata.name.as_deref().unwrap_or_default());
-                        }
-                        watcher::Event::InitDone => {
-                            if let Some(seen) = node_relist.finish() {
-                                s.nodes.retain(|k, _| seen.contains(k));
-                            }
-                            nodes_synced = true;
-                        }
-                    }
-                    true
-                }
-                Some(Err(e)) => { tracing::debug!(error = %e, "scheduler node watch error"); false }
-                None => return,
-            },
-            ev = pending.next() => match ev {
-                Some(Ok(ev)) => {
-                    match ev {
-                        watcher::Event::Init => pending_relist.begin(),
-                        watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                            pending_relist.saw(&key_of(&p));
-                            s.set_pending(p);
-                        }
-                        watcher::Event::Delete(p) => s.drop_pending(&key_of(&p)),
-                        watcher::Event::InitDone => {
-                            if let Some(seen) = pending_relist.finish() {
-                                let gone: Vec<String> = s.pending.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                                for k in gone {
-                                    s.drop_pending(&k);
-                                }
-                            }
-                        }
-                    }
-                    true
-                }
-                Some(Err(e)) => { tracing::debug!(error = %e, "scheduler pod watch error"); false }
-                None => return,
-            },
-            ev = bound.next() => match ev {
-                Some(Ok(ev)) => {
-                    match ev {
-                        watcher::Event::Init => bound_relist.begin(),
-                        watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                            let key = meta_key(&p.metadata);
-                            bound_relist.saw(&key);
-                            s.drop_pending(&key);
-                            let node = p.spec.as_ref().and_then(|sp| sp.node_name.clone()).filter(|n| !n.is_empty());
-                            let terminal = matches!(p.status.as_ref().and_then(|st| st.phase.as_deref()), Some("Succeeded" | "Failed"));
-                            if s.assigned.get(&key) != node.as_ref() || terminal {
-                                s.set_assigned(key, if terminal { None } else { node });
-                            }
-                        }
-                        watcher::Event::Delete(p) => s.set_assigned(meta_key(&p.metadata), None),
-                        watcher::Event::InitDone => {
-                            if let Some(seen) = bound_relist.finish() {
-                                let gone: Vec<String> = s.assigned.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                                for k in gone {
-                                    s.set_assigned(k, None);
-                                }
-                            }
-                            bound_synced = true;
-                        }
-                    }
-                    true
-                }
-                Some(Err(e)) => { tracing::debug!(error = %e, "scheduler pod watch error"); false }
-                None => return,
-            },
-            ev = claims.next() => match ev {
-                Some(Ok(ev)) => {
-                    match ev {
-                        watcher::Event::Init => claim_relist.begin(),
-                        watcher::Event::InitApply(c) | watcher::Event::Apply(c) => {
-                            let key = meta_key(&c.metadata);
-                            claim_relist.saw(&key);
-                            s.claims.insert(key, Claim::from(&c));
-                        }
-                        watcher::Event::Delete(c) => {
-                            s.claims.remove(&meta_key(&c.metadata));
-                        }
-                        watcher::Event::InitDone => {
-                            if let Some(seen) = claim_relist.finish() {
-                                s.claims.retain(|k, _| seen.contains(k));
-                            }
-                            claims_synced = true;
-                        }
-                    }
-                    true
-                }
-                Some(Err(e)) => { tracing::debug!(error = %e, "scheduler pvc watch error"); false }
-                None => return,
-            },
-            () = retry_sleep, if retry => true,
-        };
-        if changed && nodes_synced && bound_synced && claims_synced && !s.pending.is_empty() {
-            retry = s.schedule_all().await;
         }
     }
 }
