@@ -241,12 +241,33 @@ fn meta_key(meta: &ObjectMeta) -> String {
 /// parsing, so following every status write of every bound pod stays cheap.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 struct BoundPod {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "identity_only")]
     metadata: ObjectMeta,
     #[serde(default)]
     spec: Option<BoundSpec>,
     #[serde(default)]
     status: Option<BoundStatus>,
+}
+
+/// The metadata a watcher of bound pods needs: name, namespace, uid and resourceVersion. Labels, annotations and
+/// owner references are skipped unparsed (each status write of every bound pod reaches this watch).
+fn identity_only<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Identity {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+    }
+    let id = <Identity as serde::Deserialize>::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: id.name,
+        namespace: id.namespace,
+        uid: id.uid,
+        resource_version: id.resource_version,
+        ..Default::default()
+    })
 }
 
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -510,6 +531,25 @@ mod tests {
             unschedulable: false,
             max_pods: 2,
         }
+    }
+
+    #[test]
+    fn a_bound_pod_keeps_its_identity_node_and_phase_only() {
+        let p: BoundPod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
+                "labels": {"app": "x"}, "annotations": {"k": "v"},
+                "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "c", "uid": "u0"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1"},
+        }))
+        .unwrap();
+        assert_eq!(meta_key(&p.metadata), "ns/a");
+        assert_eq!(p.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(p.metadata.resource_version.as_deref(), Some("42"));
+        assert!(p.metadata.labels.is_none() && p.metadata.annotations.is_none());
+        assert!(p.metadata.owner_references.is_none());
+        assert_eq!(p.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
+        assert_eq!(p.status.and_then(|s| s.phase).as_deref(), Some("Running"));
     }
 
     #[test]
