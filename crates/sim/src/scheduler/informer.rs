@@ -21,12 +21,13 @@ use super::{BoundPod, Claim, NodeInfo, Scheduler, SchedulerConfig, key_of, meta_
 use crate::Clock;
 use crate::kubelet::events::EventSink;
 
-/// One event of one of the scheduler's watches.
+/// One event of one of the scheduler's watches (boxed: a queued bound pod's event would otherwise take a
+/// whole pod's room).
 enum Input {
-    Node(watcher::Event<Node>),
-    Pending(watcher::Event<Pod>),
-    Bound(watcher::Event<BoundPod>),
-    Claim(watcher::Event<PersistentVolumeClaim>),
+    Node(Box<watcher::Event<Node>>),
+    Pending(Box<watcher::Event<Pod>>),
+    Bound(Box<watcher::Event<BoundPod>>),
+    Claim(Box<watcher::Event<PersistentVolumeClaim>>),
 }
 
 /// Keys seen during a watcher relist, to drop objects that disappeared meanwhile.
@@ -74,7 +75,7 @@ fn forward<K, S>(
     tasks: &mut tokio::task::JoinSet<()>,
     tx: &mpsc::UnboundedSender<Input>,
     mut stream: S,
-    wrap: fn(watcher::Event<K>) -> Input,
+    wrap: fn(Box<watcher::Event<K>>) -> Input,
 ) where
     K: Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + Unpin + 'static,
@@ -84,7 +85,7 @@ fn forward<K, S>(
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(ev) => {
-                    if tx.send(wrap(ev)).is_err() {
+                    if tx.send(wrap(Box::new(ev))).is_err() {
                         return;
                     }
                 }
@@ -149,10 +150,10 @@ impl Scheduler {
 
     fn apply(&mut self, input: Input) {
         match input {
-            Input::Node(ev) => self.apply_node(ev),
-            Input::Pending(ev) => self.apply_pending(ev),
-            Input::Bound(ev) => self.apply_bound(ev),
-            Input::Claim(ev) => self.apply_claim(ev),
+            Input::Node(ev) => self.apply_node(*ev),
+            Input::Pending(ev) => self.apply_pending(*ev),
+            Input::Bound(ev) => self.apply_bound(*ev),
+            Input::Claim(ev) => self.apply_claim(*ev),
         }
     }
 
@@ -357,7 +358,7 @@ mod tests {
             seen.lock()
                 .unwrap()
                 .push(format!("{} {}", req.method(), req.uri().path()));
-            let _ = informer.send(Input::Pending(watcher::Event::Delete(pod("b"))));
+            let _ = informer.send(Input::Pending(Box::new(watcher::Event::Delete(pod("b")))));
             async move {
                 http::Response::builder()
                     .status(201)
@@ -372,15 +373,15 @@ mod tests {
         let clock = SimClock::new(Timestamp::UNIX_EPOCH, 1.0);
         let mut s = Scheduler::new(Client::new(service, "default"), clock, config, None, rx);
         for input in [
-            Input::Node(watcher::Event::Init),
-            Input::Node(watcher::Event::InitApply(node("n1"))),
-            Input::Node(watcher::Event::InitDone),
-            Input::Bound(watcher::Event::Init),
-            Input::Bound(watcher::Event::InitDone),
-            Input::Claim(watcher::Event::Init),
-            Input::Claim(watcher::Event::InitDone),
-            Input::Pending(watcher::Event::Apply(pod("a"))),
-            Input::Pending(watcher::Event::Apply(pod("b"))),
+            Input::Node(Box::new(watcher::Event::Init)),
+            Input::Node(Box::new(watcher::Event::InitApply(node("n1")))),
+            Input::Node(Box::new(watcher::Event::InitDone)),
+            Input::Bound(Box::new(watcher::Event::Init)),
+            Input::Bound(Box::new(watcher::Event::InitDone)),
+            Input::Claim(Box::new(watcher::Event::Init)),
+            Input::Claim(Box::new(watcher::Event::InitDone)),
+            Input::Pending(Box::new(watcher::Event::Apply(pod("a")))),
+            Input::Pending(Box::new(watcher::Event::Apply(pod("b")))),
         ] {
             tx.send(input).unwrap();
         }
