@@ -10,10 +10,16 @@ pub const CONTROLLER_DIRTY_DECAY_MS: isize = 1000;
 
 /// Sets jemalloc's dirty-page decay for every arena, the present ones and those made later, unless the
 /// operator chose one (`_RJEM_MALLOC_CONF=dirty_decay_ms:…`). Returns whether it was set.
+/// Whether the operator's `_RJEM_MALLOC_CONF` sets `option` (theirs wins over the controller's choice).
+#[cfg(all(target_os = "linux", not(target_env = "msvc")))]
+fn operator_chose(option: &str) -> bool {
+    std::env::var("_RJEM_MALLOC_CONF").is_ok_and(|c| c.contains(option))
+}
+
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
 pub fn set_dirty_decay(ms: isize) -> bool {
     use tikv_jemalloc_ctl::{Access as _, AsName as _, arenas};
-    if std::env::var("_RJEM_MALLOC_CONF").is_ok_and(|c| c.contains("dirty_decay_ms")) {
+    if operator_chose("dirty_decay_ms") {
         return false;
     }
     if b"arenas.dirty_decay_ms\0".name().write(ms).is_err() {
@@ -39,7 +45,7 @@ pub fn set_dirty_decay(_ms: isize) -> bool {
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
 pub fn disable_thread_cache() -> bool {
     use tikv_jemalloc_ctl::{Access as _, AsName as _};
-    if std::env::var("_RJEM_MALLOC_CONF").is_ok_and(|c| c.contains("tcache")) {
+    if operator_chose("tcache") {
         return false;
     }
     b"thread.tcache.enabled\0".name().write(false).is_ok()

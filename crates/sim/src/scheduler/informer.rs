@@ -46,6 +46,12 @@ impl Relist {
     fn finish(&mut self) -> Option<HashSet<String>> {
         self.0.take()
     }
+    /// Ends the relist: the keys among `known` that it did not see (none if no relist was under way).
+    fn gone<'a>(&mut self, known: impl Iterator<Item = &'a String>) -> Vec<String> {
+        self.finish()
+            .map(|seen| known.filter(|k| !seen.contains(*k)).cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 /// The informers' queue and what the scheduler tracks of each watch.
@@ -59,8 +65,6 @@ pub(super) struct Feeds {
     nodes_synced: bool,
     bound_synced: bool,
     claims_synced: bool,
-    /// Every informer has stopped (the client is gone).
-    closed: bool,
 }
 
 impl Feeds {
@@ -125,7 +129,6 @@ impl Scheduler {
                 nodes_synced: false,
                 bound_synced: false,
                 claims_synced: false,
-                closed: false,
             },
         }
     }
@@ -139,11 +142,8 @@ impl Scheduler {
                     self.apply(input);
                     any = true;
                 }
-                Err(mpsc::error::TryRecvError::Empty) => return any,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
-                    self.feeds.closed = true;
-                    return any;
-                }
+                // Disconnected: the loop's next `recv` sees it and stops.
+                Err(_) => return any,
             }
         }
     }
@@ -186,16 +186,8 @@ impl Scheduler {
             }
             watcher::Event::Delete(p) => self.drop_pending(&key_of(&p)),
             watcher::Event::InitDone => {
-                if let Some(seen) = self.feeds.pending.finish() {
-                    let gone: Vec<String> = self
-                        .pending
-                        .keys()
-                        .filter(|k| !seen.contains(*k))
-                        .cloned()
-                        .collect();
-                    for k in gone {
-                        self.drop_pending(&k);
-                    }
+                for k in self.feeds.pending.gone(self.pending.keys()) {
+                    self.drop_pending(&k);
                 }
             }
         }
@@ -223,16 +215,8 @@ impl Scheduler {
             }
             watcher::Event::Delete(p) => self.set_assigned(meta_key(&p.metadata), None),
             watcher::Event::InitDone => {
-                if let Some(seen) = self.feeds.bound.finish() {
-                    let gone: Vec<String> = self
-                        .assigned
-                        .keys()
-                        .filter(|k| !seen.contains(*k))
-                        .cloned()
-                        .collect();
-                    for k in gone {
-                        self.set_assigned(k, None);
-                    }
+                for k in self.feeds.bound.gone(self.assigned.keys()) {
+                    self.set_assigned(k, None);
                 }
                 self.feeds.bound_synced = true;
             }
@@ -313,9 +297,6 @@ pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig)
             },
             () = retry_sleep, if retry => true,
         };
-        if s.feeds.closed {
-            return;
-        }
         if changed && s.feeds.synced() && !s.pending.is_empty() {
             retry = s.schedule_all().await;
         }
