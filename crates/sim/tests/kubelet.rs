@@ -740,3 +740,58 @@ async fn restarted_kubelet_adopts_running_pods() {
     );
     second.abort();
 }
+
+/// The kubelet's status writes carry metadata and status only (the apiserver keeps the stored spec, as
+/// kube-apiserver's pod status strategy does), and it keeps the written resourceVersion without decoding the
+/// response: so a pod's whole start and an in-place restart take no conflict and leave the spec as written.
+#[tokio::test(start_paused = true)]
+async fn status_writes_keep_the_spec_and_never_conflict_with_themselves() {
+    let (cluster, clock, pods) = start(ImageProfiles::default()).await;
+    // The nodes' own start (their first Lease reads find none) is not this test's business.
+    clock.sleep(Duration::from_secs(1)).await;
+    let errors_before = cluster.apiserver.stats().errors;
+    let created = seed_pod("w", "nginx:1.19.0", false);
+    pods.create(&PostParams::default(), &created)
+        .await
+        .expect("create");
+    let (running, _) = wait_for(&clock, &pods, "w", "Ready", |p| cond_is(p, "Ready", "True")).await;
+    let stats = cluster.apiserver.stats();
+    let status_writes = stats
+        .writes
+        .get(&("update".to_string(), "pods/status".to_string()))
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        status_writes >= 3,
+        "pending, running and ready are written: {status_writes}"
+    );
+    assert_eq!(
+        stats.errors - errors_before,
+        0,
+        "no status write conflicted or failed"
+    );
+    assert_eq!(
+        serde_json::to_value(&running.spec).unwrap_or_default()["containers"][0]["readinessProbe"],
+        json!({"httpGet": {"path": "/", "port": 80, "scheme": "HTTP"}, "initialDelaySeconds": 5, "periodSeconds": 3,
+               "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3}),
+        "the spec is the created one (with the apiserver's defaults)"
+    );
+
+    // An in-place image change: the kubelet restarts the container and reports the new image.
+    let patch = json!({"spec": {"containers": [{"name": "nginx", "image": "nginx:1.20.0"}]}});
+    pods.patch("w", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .expect("image patch");
+    let (updated, _) = wait_for(&clock, &pods, "w", "new image running and Ready", |p| {
+        container(p).image == "docker.io/library/nginx:1.20.0" && cond_is(p, "Ready", "True")
+    })
+    .await;
+    assert_eq!(container(&updated).restart_count, 1);
+    assert_eq!(updated.metadata.uid, running.metadata.uid);
+    let spec = updated.spec.unwrap_or_default();
+    assert_eq!(spec.containers[0].image.as_deref(), Some("nginx:1.20.0"));
+    assert!(
+        spec.containers[0].lifecycle.is_some(),
+        "the rest of the spec is kept"
+    );
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use insitu_api::containermeta::{RUNTIME_CONTAINERS_META_ANNOTATION, RuntimeContainerMetaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -60,10 +61,23 @@ struct Entry {
 }
 
 enum Outcome {
-    Written(Box<Pod>, u64),
-    Unchanged(Box<Pod>),
+    Written(Wrote),
+    /// Nothing to write; the pod as re-read after a conflict, when it was.
+    Unchanged(Option<Box<Pod>>),
     Gone,
     Failed(String),
+}
+
+/// A status write that succeeded. The apiserver keeps the stored spec on a status write and the write was
+/// conditional on the version it was based on, so the result is that version with this status, metadata
+/// annotation and resourceVersion: the cache applies it without decoding the response's whole pod.
+struct Wrote {
+    /// The pod as re-read after a conflict, when the write was based on it rather than on the cached pod.
+    base: Option<Box<Pod>>,
+    resource_version: Option<String>,
+    status: PodStatus,
+    runtime_meta: Option<String>,
+    hash: u64,
 }
 
 struct Done {
@@ -124,7 +138,29 @@ fn rv_of(pod: &Pod) -> Option<u64> {
 }
 
 fn status_hash(s: &PodStatus, meta: Option<&str>) -> u64 {
-    fnv1a(&serde_json::to_vec(s).unwrap_or_default()) ^ meta.map_or(0, |m| fnv1a(m.as_bytes()).rotate_left(1))
+    let mut h = Fnv1a(FNV_OFFSET);
+    // Serialized straight into the hash: no buffer to grow for each status.
+    let _ = serde_json::to_writer(&mut h, s);
+    h.0 ^ meta.map_or(0, |m| fnv1a(m.as_bytes()).rotate_left(1))
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over whatever is written (the same value as `fnv1a` of the bytes).
+struct Fnv1a(u64);
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for b in buf {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn meta_annotation(pod: &Pod) -> Option<&str> {
@@ -690,14 +726,19 @@ impl Agent {
         let delete =
             e.pod.metadata.deletion_timestamp.is_some() && !e.deleting && (e.frozen || e.rt.terminal());
         let view = (!e.frozen).then(|| self.view(e));
-        let need_write = view.as_ref().is_some_and(|view| {
+        // The status to write, built once here and handed to the write (which rebuilds it only after a conflict).
+        let first = view.as_ref().and_then(|view| {
             let desired = build_status(&e.pod, view, self.clock.now());
             let meta = view.runtime_meta.as_deref();
             let differs = e.pod.status.as_ref() != Some(&desired)
                 || meta.is_some_and(|m| meta_annotation(&e.pod) != Some(m));
-            differs && e.last_written != Some(status_hash(&desired, meta))
+            if !differs {
+                return None;
+            }
+            let hash = status_hash(&desired, meta);
+            (e.last_written != Some(hash)).then_some((desired, hash))
         });
-        if !need_write && !delete {
+        if first.is_none() && !delete {
             return;
         }
         if self.inflight >= self.write_slots() {
@@ -710,7 +751,8 @@ impl Agent {
             return;
         }
         self.inflight += 1;
-        let pod = e.pod.clone();
+        // The write needs the metadata (labels and annotations may change through pods/status), not the spec.
+        let meta = e.pod.metadata.clone();
         let uid = e.uid.clone();
         if let Some(e) = self.pods.get_mut(key) {
             e.writing = true;
@@ -718,14 +760,21 @@ impl Agent {
         }
         let api: Api<Pod> = Api::namespaced(
             self.client.clone(),
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            meta.namespace.as_deref().unwrap_or("default"),
         );
         let (clock, tx, key) = (self.clock.clone(), self.done_tx.clone(), key.to_string());
         tokio::spawn(async move {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let outcome = match view {
-                Some(view) => write_status(&api, &name, &uid, pod, &view, clock.as_ref()).await,
-                None => Outcome::Unchanged(Box::new(pod)),
+            let name = meta.name.clone().unwrap_or_default();
+            let outcome = match (first, view) {
+                (Some((desired, hash)), Some(view)) => {
+                    let first = StatusWrite {
+                        meta,
+                        status: desired,
+                        hash,
+                    };
+                    write_status(&api, &name, &uid, first, &view, clock.as_ref()).await
+                }
+                _ => Outcome::Unchanged(None),
             };
             let deleted = match (&outcome, delete) {
                 (Outcome::Written(..) | Outcome::Unchanged(_), true) => {
@@ -786,14 +835,31 @@ impl Agent {
         e.writing = false;
         let mut retry = false;
         match done.outcome {
-            Outcome::Written(pod, hash) => {
-                e.last_written = Some(hash);
-                if rv_of(&pod) >= rv_of(&e.pod) {
-                    e.pod = *pod;
+            Outcome::Written(w) => {
+                e.last_written = Some(w.hash);
+                if let Some(base) = w.base
+                    && rv_of(&base) > rv_of(&e.pod)
+                {
+                    e.pod = *base;
+                }
+                // The write's own watch event (or a later one) may have arrived first; then it already shows this.
+                let written = w.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+                if written > rv_of(&e.pod) {
+                    e.pod.status = Some(w.status);
+                    e.pod.metadata.resource_version = w.resource_version;
+                    if let Some(m) = w.runtime_meta {
+                        e.pod
+                            .metadata
+                            .annotations
+                            .get_or_insert_with(Default::default)
+                            .insert(RUNTIME_CONTAINERS_META_ANNOTATION.into(), m);
+                    }
                 }
             }
             Outcome::Unchanged(pod) => {
-                if rv_of(&pod) > rv_of(&e.pod) {
+                if let Some(pod) = pod
+                    && rv_of(&pod) > rv_of(&e.pod)
+                {
                     e.pod = *pod;
                 }
             }
@@ -817,35 +883,105 @@ impl Agent {
     }
 }
 
-/// Read-modify-write of `pods/status` with resourceVersion; on 409, re-read and regenerate (never clobbering
+/// One attempt's input: the metadata it is based on (its resourceVersion is the write's precondition), the
+/// status and its hash.
+struct StatusWrite {
+    meta: ObjectMeta,
+    status: PodStatus,
+    hash: u64,
+}
+
+/// The body of a `pods/status` PUT: metadata and status. The apiserver keeps the stored spec on a status write
+/// (kube-apiserver's pod status strategy copies it from the old object), so it is not sent.
+#[derive(serde::Serialize)]
+struct StatusBody<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: &'a ObjectMeta,
+    status: &'a PodStatus,
+}
+
+/// The only part of the written pod the cache needs back.
+#[derive(serde::Deserialize)]
+struct WrittenVersion {
+    metadata: VersionOnly,
+}
+
+#[derive(serde::Deserialize)]
+struct VersionOnly {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+/// PUTs `pods/status` and returns the new resourceVersion (the response's pod is not decoded).
+async fn put_status(
+    api: &Api<Pod>,
+    client: &Client,
+    name: &str,
+    w: &StatusWrite,
+) -> Result<Option<String>, kube::Error> {
+    let body = serde_json::to_vec(&StatusBody {
+        api_version: "v1",
+        kind: "Pod",
+        metadata: &w.meta,
+        status: &w.status,
+    })
+    .map_err(kube::Error::SerdeError)?;
+    let req = kube::core::Request::new(api.resource_url())
+        .replace_subresource("status", name, &PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    let text = client.request_text(req).await?;
+    let written: WrittenVersion = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
+    Ok(written.metadata.resource_version)
+}
+
+/// Conditional write of `pods/status` (resourceVersion); on 409, re-read and regenerate (never clobbering
 /// conditions others wrote meanwhile).
 async fn write_status(
     api: &Api<Pod>,
     name: &str,
     uid: &str,
-    mut pod: Pod,
+    mut w: StatusWrite,
     view: &PodView,
     clock: &dyn Clock,
 ) -> Outcome {
+    let client = api.clone().into_client();
+    let runtime_meta = view.runtime_meta.as_deref();
+    let mut base: Option<Box<Pod>> = None;
     for _ in 0..10 {
-        let desired = build_status(&pod, view, clock.now());
-        let meta = view.runtime_meta.as_deref();
-        if pod.status.as_ref() == Some(&desired) && meta.is_none_or(|m| meta_annotation(&pod) == Some(m)) {
-            return Outcome::Unchanged(Box::new(pod));
-        }
-        let hash = status_hash(&desired, meta);
-        pod.status = Some(desired);
-        if let Some(m) = meta {
+        if let Some(m) = runtime_meta {
             // kruise-daemon reports it through pods/status too (which keeps metadata changes).
-            pod.metadata
+            w.meta
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(RUNTIME_CONTAINERS_META_ANNOTATION.into(), m.to_string());
         }
-        match api.replace_status(name, &PostParams::default(), &pod).await {
-            Ok(p) => return Outcome::Written(Box::new(p), hash),
+        match put_status(api, &client, name, &w).await {
+            Ok(resource_version) => {
+                return Outcome::Written(Wrote {
+                    base,
+                    resource_version,
+                    status: w.status,
+                    runtime_meta: runtime_meta.map(str::to_string),
+                    hash: w.hash,
+                });
+            }
             Err(e) if is_code(&e, 409) => match api.get_opt(name).await {
-                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid) => pod = p,
+                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid) => {
+                    let desired = build_status(&p, view, clock.now());
+                    if p.status.as_ref() == Some(&desired)
+                        && runtime_meta.is_none_or(|m| meta_annotation(&p) == Some(m))
+                    {
+                        return Outcome::Unchanged(Some(Box::new(p)));
+                    }
+                    w = StatusWrite {
+                        meta: p.metadata.clone(),
+                        hash: status_hash(&desired, runtime_meta),
+                        status: desired,
+                    };
+                    base = Some(Box::new(p));
+                }
                 Ok(_) => return Outcome::Gone,
                 Err(e) => return Outcome::Failed(e.to_string()),
             },

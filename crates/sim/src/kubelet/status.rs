@@ -279,11 +279,11 @@ fn ready(spec: &PodSpec, conditions: &[PodCondition], cr: &Cond) -> Cond {
 pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
     let empty = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&empty);
-    let old = pod.status.clone().unwrap_or_default();
-    let old_conditions = old.conditions.clone().unwrap_or_default();
+    let old = pod.status.as_ref();
+    let old_conditions: &[PodCondition] = old.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
     let generation = pod.metadata.generation;
     // A terminal phase is final.
-    let phase = match old.phase.as_deref() {
+    let phase = match old.and_then(|s| s.phase.as_deref()) {
         Some("Succeeded") => "Succeeded",
         Some("Failed") => "Failed",
         _ => pod_phase(spec, view),
@@ -298,7 +298,7 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
     let rd = if phase == "Succeeded" || phase == "Failed" {
         Cond::new("Ready", false).why(terminal_reason(phase), None)
     } else {
-        ready(spec, &old_conditions, &cr)
+        ready(spec, old_conditions, &cr)
     };
     let owned = [
         Cond::new(
@@ -331,7 +331,7 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
 
     conditions.extend(view.resize_conditions.iter().cloned());
 
-    let mut status = old;
+    let mut status = old.map(kept).unwrap_or_default();
     status.phase = Some(phase.to_string());
     status.conditions = Some(conditions);
     status.observed_generation = generation;
@@ -353,6 +353,48 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
         None
     };
     status
+}
+
+/// The fields of `old` the kubelet does not generate (the rest are rebuilt, so not copied).
+fn kept(old: &PodStatus) -> PodStatus {
+    // Exhaustive on purpose: a field added to `PodStatus` must be sorted into kept or generated here.
+    let PodStatus {
+        allocated_resources,
+        conditions: _,
+        container_statuses: _,
+        ephemeral_container_statuses,
+        extended_resource_claim_status,
+        host_ip: _,
+        host_ips: _,
+        init_container_statuses: _,
+        message,
+        nominated_node_name,
+        observed_generation: _,
+        phase: _,
+        pod_ip,
+        pod_ips,
+        qos_class,
+        reason,
+        resize,
+        resource_claim_statuses,
+        resources,
+        start_time: _,
+    } = old;
+    PodStatus {
+        allocated_resources: allocated_resources.clone(),
+        ephemeral_container_statuses: ephemeral_container_statuses.clone(),
+        extended_resource_claim_status: extended_resource_claim_status.clone(),
+        message: message.clone(),
+        nominated_node_name: nominated_node_name.clone(),
+        pod_ip: pod_ip.clone(),
+        pod_ips: pod_ips.clone(),
+        qos_class: qos_class.clone(),
+        reason: reason.clone(),
+        resize: resize.clone(),
+        resource_claim_statuses: resource_claim_statuses.clone(),
+        resources: resources.clone(),
+        ..PodStatus::default()
+    }
 }
 
 #[cfg(test)]
