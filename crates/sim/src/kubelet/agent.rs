@@ -61,7 +61,7 @@ struct Entry {
 }
 
 enum Outcome {
-    Written(Wrote),
+    Written(Box<Wrote>),
     /// Nothing to write; the pod as re-read after a conflict, when it was.
     Unchanged(Option<Box<Pod>>),
     Gone,
@@ -959,13 +959,13 @@ async fn write_status(
         }
         match put_status(api, &client, name, &w).await {
             Ok(resource_version) => {
-                return Outcome::Written(Wrote {
+                return Outcome::Written(Box::new(Wrote {
                     base,
                     resource_version,
                     status: w.status,
                     runtime_meta: runtime_meta.map(str::to_string),
                     hash: w.hash,
-                });
+                }));
             }
             Err(e) if is_code(&e, 409) => match api.get_opt(name).await {
                 Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid) => {
