@@ -10,6 +10,7 @@ mod pulljob;
 pub mod resize;
 pub mod runtime;
 pub mod status;
+mod write;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
