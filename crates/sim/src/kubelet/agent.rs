@@ -18,6 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, watch};
 
 use super::KubeletConfig;
+use super::cache;
 use super::events::{EventSink, Regarding};
 use super::ipam::{Plan, Pool};
 use super::node::{identities, node_labels};
@@ -42,6 +43,7 @@ struct NodeState {
 struct Entry {
     uid: String,
     node: usize,
+    /// The pod as last seen, its spec cut to what building its status reads (`cache::kept`).
     pod: Pod,
     rt: PodRt,
     ip: Option<Ipv4Addr>,
@@ -482,7 +484,7 @@ impl Agent {
                 }
                 e.rt.advance(now, &mut env);
             }
-            e.pod = pod;
+            e.pod = cache::kept(pod);
         }
         self.emit(&key, events);
         self.reschedule(&key);
@@ -530,7 +532,7 @@ impl Agent {
         Entry {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             node,
-            pod,
+            pod: cache::kept(pod),
             rt,
             ip,
             host_network,
@@ -781,7 +783,7 @@ impl Agent {
                 if let Some(base) = w.base
                     && rv_of(&base) > rv_of(&e.pod)
                 {
-                    e.pod = *base;
+                    e.pod = cache::kept(*base);
                 }
                 // The write's own watch event (or a later one) may have arrived first; then it already shows this.
                 let written = w.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
@@ -801,7 +803,7 @@ impl Agent {
                 if let Some(pod) = pod
                     && rv_of(&pod) > rv_of(&e.pod)
                 {
-                    e.pod = *pod;
+                    e.pod = cache::kept(*pod);
                 }
             }
             Outcome::Gone => {}

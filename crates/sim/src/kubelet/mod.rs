@@ -1,6 +1,7 @@
 //! Simulated kubelets: one agent runs N nodes' pods and reports status like the real kubelet, via the API only.
 
 mod agent;
+mod cache;
 pub mod events;
 pub mod image;
 pub mod ipam;
