@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apiserver;
+mod boundpod;
 pub mod clock;
 pub mod cluster;
 pub mod gc;

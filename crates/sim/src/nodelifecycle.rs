@@ -36,6 +36,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
 use crate::Clock;
+use crate::boundpod::BoundPod;
 use crate::kubelet::LEASE_NAMESPACE;
 use crate::kubelet::status::to_time;
 
@@ -226,31 +227,34 @@ impl Controller {
         nodes: &BTreeSet<String>,
         now: Timestamp,
     ) -> Result<(), kube::Error> {
-        let pods: Api<Pod> = Api::all(client.clone());
-        let bound = pods
+        // PodGC reads node names only (kube-controller-manager's reads its informer): each bound pod decoded
+        // whole was a transient ~17 KB, 1.7 GB at 100k pods every 20 s. A pod due for deletion is read whole.
+        let bound = Api::<BoundPod>::all(client.clone())
             .list(&ListParams::default().fields("spec.nodeName!="))
             .await?
             .items;
         let mut seen = BTreeMap::new();
         for pod in bound {
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
+            let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
             if nodes.contains(&node) {
                 continue;
             }
-            let key = format!(
-                "{}/{}",
-                pod.metadata.namespace.as_deref().unwrap_or_default(),
-                name(&pod.metadata)
-            );
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let key = format!("{ns}/{}", name(&pod.metadata));
             let first = self.orphans.get(&key).copied().unwrap_or(now);
             seen.insert(key, first);
             if since(now, first) >= PODGC_QUARANTINE {
-                let message = "PodGC: node no longer exists";
-                delete_with_condition(client, &pod, BY_POD_GC, message, Some(0), now).await;
+                let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                match api.get_opt(&name(&pod.metadata)).await {
+                    Ok(Some(whole)) if whole.metadata.uid == pod.metadata.uid => {
+                        let message = "PodGC: node no longer exists";
+                        delete_with_condition(client, &whole, BY_POD_GC, message, Some(0), now).await;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(pod = %name(&pod.metadata), error = %e, "orphan not read; next period")
+                    }
+                }
             }
         }
         self.orphans = seen;

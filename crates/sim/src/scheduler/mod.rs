@@ -3,7 +3,6 @@
 //! A pod whose PersistentVolumeClaims are missing, being deleted or not bound yet stays pending, as the real
 //! scheduler's VolumeBinding plugin keeps it (no node is even considered).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -15,6 +14,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use crate::Clock;
+use crate::boundpod::BoundPod;
 use crate::kubelet::events::{EventSink, Regarding};
 use crate::kubelet::status::to_time;
 
@@ -237,81 +237,6 @@ fn meta_key(meta: &ObjectMeta) -> String {
     )
 }
 
-/// What the scheduler reads of an assigned pod: identity, node and phase. The rest of the pod is skipped while
-/// parsing, so following every status write of every bound pod stays cheap.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-struct BoundPod {
-    #[serde(default, deserialize_with = "identity_only")]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: Option<BoundSpec>,
-    #[serde(default)]
-    status: Option<BoundStatus>,
-}
-
-/// The metadata a watcher of bound pods needs: name, namespace, uid and resourceVersion. Labels, annotations and
-/// owner references are skipped unparsed (each status write of every bound pod reaches this watch).
-fn identity_only<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Identity {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
-    }
-    let id = <Identity as serde::Deserialize>::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: id.name,
-        namespace: id.namespace,
-        uid: id.uid,
-        resource_version: id.resource_version,
-        ..Default::default()
-    })
-}
-
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BoundSpec {
-    #[serde(default)]
-    node_name: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-struct BoundStatus {
-    #[serde(default)]
-    phase: Option<String>,
-}
-
-impl kube::Resource for BoundPod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Pod".into()
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        "pods".into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 struct Scheduler {
     client: Client,
     clock: Arc<dyn Clock>,
@@ -531,25 +456,6 @@ mod tests {
             unschedulable: false,
             max_pods: 2,
         }
-    }
-
-    #[test]
-    fn a_bound_pod_keeps_its_identity_node_and_phase_only() {
-        let p: BoundPod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
-                "labels": {"app": "x"}, "annotations": {"k": "v"},
-                "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "c", "uid": "u0"}]},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
-            "status": {"phase": "Running", "podIP": "10.0.0.1"},
-        }))
-        .unwrap();
-        assert_eq!(meta_key(&p.metadata), "ns/a");
-        assert_eq!(p.metadata.uid.as_deref(), Some("u1"));
-        assert_eq!(p.metadata.resource_version.as_deref(), Some("42"));
-        assert!(p.metadata.labels.is_none() && p.metadata.annotations.is_none());
-        assert!(p.metadata.owner_references.is_none());
-        assert_eq!(p.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
-        assert_eq!(p.status.and_then(|s| s.phase).as_deref(), Some("Running"));
     }
 
     #[test]
