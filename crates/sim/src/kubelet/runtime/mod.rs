@@ -159,7 +159,8 @@ pub struct PodRt {
     /// `name_namespace(uid)`, as the kubelet formats pods in messages.
     desc: String,
     namespace: String,
-    /// The pod's labels and annotations as last seen (downward-API env values at container start).
+    /// The pod's labels and annotations as last seen (downward-API env values at container start); kept only
+    /// when a container reads them (`see_metadata`), since most pods' would be a second copy of the cache's.
     labels: Option<BTreeMap<String, String>>,
     annotations: Option<BTreeMap<String, String>>,
     /// In-place resize progress.
@@ -202,12 +203,13 @@ impl PodRt {
             terminating: false,
             desc,
             namespace: meta.namespace.clone().unwrap_or_default(),
-            labels: meta.labels.clone(),
-            annotations: meta.annotations.clone(),
+            labels: None,
+            annotations: None,
             resize: PodResize::default(),
             generation: pod.metadata.generation.unwrap_or(0),
             grace: termination_grace(pod),
         };
+        rt.see_metadata(pod);
         rt.adopt(pod, now, env);
         // A pod new on the node (nothing adopted) first gets its sandbox: network namespace, CNI, IP.
         if rt.containers.iter().all(|c| c.current.is_none()) {

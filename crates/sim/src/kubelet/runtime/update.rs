@@ -74,8 +74,7 @@ impl PodRt {
 
     /// Applies a new pod spec: a changed image restarts that container (preStop, kill, pull, start).
     pub fn update_spec(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
-        self.labels.clone_from(&pod.metadata.labels);
-        self.annotations.clone_from(&pod.metadata.annotations);
+        self.see_metadata(pod);
         let Some(spec) = &pod.spec else { return };
         let all = spec
             .init_containers
@@ -185,6 +184,15 @@ impl PodRt {
                 })
             })
             .collect()
+    }
+
+    /// Keeps the pod's labels and annotations if a container's env reads them (its env is immutable, so
+    /// whether one does never changes).
+    pub(super) fn see_metadata(&mut self, pod: &Pod) {
+        if self.reads_metadata() {
+            self.labels.clone_from(&pod.metadata.labels);
+            self.annotations.clone_from(&pod.metadata.annotations);
+        }
     }
 
     /// Whether a container reads pod labels/annotations through the downward API.
