@@ -238,7 +238,8 @@ pub struct WatchStart {
 pub struct StoreConfig {
     /// Events kept per resource for watch resumption (at most).
     pub history_capacity: usize,
-    /// Bytes of serialized objects kept per resource's history (at most; the newest event always stays). Like
+    /// Bytes of serialized (JSON, uncompressed: the same depth whether a resource is packed) objects kept per
+    /// resource's history (at most; the newest event always stays). Like
     /// kube-apiserver's watch cache, a watch from a resourceVersion older than what is kept gets 410 Gone and
     /// the client relists; a byte bound keeps a 100k-pod cluster's history from outgrowing its objects.
     pub history_bytes: usize,
@@ -457,13 +458,13 @@ impl Store {
             object: object.clone(),
             prev,
         });
-        kind.history_size += event.object.stored_len();
+        kind.history_size += event.object.len();
         kind.history.push_back(event.clone());
         let max_bytes = self.config.history_bytes;
         while kind.history.len() > cap || (kind.history_size > max_bytes && kind.history.len() > 1) {
             if let Some(old) = kind.history.pop_front() {
                 kind.floor = old.rv;
-                kind.history_size -= old.object.stored_len();
+                kind.history_size -= old.object.len();
             }
         }
         // No receivers is fine; a full buffer makes laggards see `Lagged` on their next recv.
