@@ -11,7 +11,24 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 /// `pod` with its spec cut down to what the kubelet reads again after the runtime took the spec.
 pub(super) fn kept(mut pod: Pod) -> Pod {
     pod.spec = pod.spec.map(kept_spec);
+    // A decoded list grows by doubling from 4 (serde_json gives no length): one container's status in a list
+    // of capacity 4 is ~3 KB of nothing, per pod, for as long as the pod is cached.
+    if let Some(s) = &mut pod.status {
+        shrink(&mut s.conditions);
+        shrink(&mut s.container_statuses);
+        shrink(&mut s.init_container_statuses);
+        shrink(&mut s.host_ips);
+        shrink(&mut s.pod_ips);
+    }
+    shrink(&mut pod.metadata.owner_references);
+    shrink(&mut pod.metadata.finalizers);
     pod
+}
+
+fn shrink<T>(list: &mut Option<Vec<T>>) {
+    if let Some(l) = list {
+        l.shrink_to_fit();
+    }
 }
 
 fn kept_spec(spec: PodSpec) -> PodSpec {
@@ -99,6 +116,8 @@ mod tests {
         assert!(spec.tolerations.is_none() && spec.volumes.is_none());
         assert_eq!(small.metadata, pod.metadata);
         assert_eq!(small.status, pod.status);
+        let conditions = small.status.as_ref().and_then(|s| s.conditions.as_ref());
+        assert_eq!(conditions.map(Vec::capacity), Some(1), "no spare capacity kept");
         for ready in [true, false] {
             let view = PodView {
                 host_ip: "10.0.0.1".into(),
