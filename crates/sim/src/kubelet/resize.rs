@@ -59,9 +59,9 @@ impl Res {
 
     /// Follows a spec change (resources and resize policy; nothing is allocated yet).
     pub fn set_spec(&mut self, c: &Container) {
-        let desired = c.resources.clone().unwrap_or_default();
-        if *self.desired != desired {
-            self.desired = Arc::new(desired);
+        // Compared before cloning: every spec update passes here, and nearly none changes resources.
+        if c.resources.as_ref().unwrap_or(&ResourceRequirements::default()) != &*self.desired {
+            self.desired = Arc::new(c.resources.clone().unwrap_or_default());
         }
         self.policy = c
             .resize_policy
