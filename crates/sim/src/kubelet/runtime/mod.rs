@@ -176,8 +176,11 @@ impl PodRt {
     /// (a restarted kubelet), and queues the rest.
     pub fn new(pod: &Pod, now: Timestamp, env: &mut Env<'_>) -> Self {
         let spec = pod.spec.clone().unwrap_or_default();
-        let mut containers = Vec::new();
-        for c in spec.init_containers.iter().flatten() {
+        // Sized exactly: growing from empty reserves 4 slots (~2.7 KB a pod with one container, 300 MB at
+        // 100k pods) for a list that never changes length.
+        let inits = spec.init_containers.as_deref().unwrap_or_default();
+        let mut containers = Vec::with_capacity(inits.len() + spec.containers.len());
+        for c in inits {
             let kind = if c.restart_policy.as_deref() == Some("Always") {
                 Kind::Sidecar
             } else {
