@@ -27,10 +27,60 @@ pub struct Regarding {
     pub uid: String,
 }
 
+/// An event waiting in the queue.
+#[derive(Debug)]
+struct Pending {
+    name: String,
+    namespace: String,
+    regarding: Regarding,
+    field_path: Option<String>,
+    warning: bool,
+    reason: String,
+    message: String,
+    host: Option<String>,
+    at: Timestamp,
+}
+
+impl Pending {
+    /// The core/v1 Event `component` reports.
+    fn into_event(self, component: &str) -> Event {
+        let r = self.regarding;
+        Event {
+            metadata: ObjectMeta {
+                name: Some(self.name),
+                namespace: Some(self.namespace),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(r.api_version),
+                kind: Some(r.kind),
+                namespace: (!r.namespace.is_empty()).then_some(r.namespace),
+                name: Some(r.name),
+                uid: Some(r.uid),
+                field_path: self.field_path,
+                ..Default::default()
+            },
+            reason: Some(self.reason),
+            message: Some(self.message),
+            type_: Some(if self.warning { "Warning" } else { "Normal" }.to_string()),
+            source: Some(EventSource {
+                component: Some(component.to_string()),
+                host: self.host.clone(),
+            }),
+            first_timestamp: Some(to_time(self.at)),
+            last_timestamp: Some(to_time(self.at)),
+            count: Some(1),
+            reporting_component: Some(component.to_string()),
+            reporting_instance: Some(self.host.unwrap_or_else(|| component.to_string())),
+            ..Default::default()
+        }
+    }
+}
+
 /// Records events through a bounded queue; cloning shares the queue.
 #[derive(Clone, Debug)]
 pub struct EventSink {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Pending>,
     component: Arc<str>,
     seq: Arc<AtomicU64>,
 }
@@ -38,9 +88,12 @@ pub struct EventSink {
 impl EventSink {
     /// A sink for `component` (`kubelet`, `default-scheduler`) and the task that writes its events.
     pub fn spawn(client: Client, component: &str, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<Event>(capacity.max(1));
+        let (tx, mut rx) = mpsc::channel::<Pending>(capacity.max(1));
+        let component: Arc<str> = component.into();
+        let writer = component.clone();
         let task = tokio::spawn(async move {
-            while let Some(mut ev) = rx.recv().await {
+            while let Some(p) = rx.recv().await {
+                let mut ev = p.into_event(&writer);
                 let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
                 let api: Api<Event> = Api::namespaced(client.clone(), &ns);
                 for attempt in 0..3 {
@@ -63,7 +116,7 @@ impl EventSink {
         (
             Self {
                 tx,
-                component: component.into(),
+                component,
                 seq: Arc::new(AtomicU64::new(0)),
             },
             task,
@@ -94,34 +147,18 @@ impl EventSink {
         } else {
             regarding.namespace.clone()
         };
-        let ev = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{nanos:x}", regarding.name)),
-                namespace: Some(namespace),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some(regarding.api_version.clone()),
-                kind: Some(regarding.kind.clone()),
-                namespace: (!regarding.namespace.is_empty()).then(|| regarding.namespace.clone()),
-                name: Some(regarding.name.clone()),
-                uid: Some(regarding.uid.clone()),
-                field_path,
-                ..Default::default()
-            },
-            reason: Some(reason.to_string()),
-            message: Some(message),
-            type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
-            source: Some(EventSource {
-                component: Some(self.component.to_string()),
-                host: host.map(str::to_string),
-            }),
-            first_timestamp: Some(to_time(at)),
-            last_timestamp: Some(to_time(at)),
-            count: Some(1),
-            reporting_component: Some(self.component.to_string()),
-            reporting_instance: Some(host.unwrap_or(&self.component).to_string()),
-            ..Default::default()
+        // Queued as the few fields that vary; the Event (~2 KB with its copies of the same strings) is built by
+        // the writer. A burst of 65,536 queued events held whole was ~260 MB at 100k pods.
+        let ev = Pending {
+            name: format!("{}.{nanos:x}", regarding.name),
+            namespace,
+            regarding: regarding.clone(),
+            field_path,
+            warning,
+            reason: reason.to_string(),
+            message,
+            host: host.map(str::to_string),
+            at,
         };
         if self.tx.try_send(ev).is_err() {
             tracing::trace!("event queue full; event dropped");
