@@ -18,13 +18,13 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, watch};
 
 use super::KubeletConfig;
-use super::cache;
+use super::cache::{self, KeptSpec};
 use super::events::{EventSink, Regarding};
 use super::ipam::{Plan, Pool};
 use super::node::{identities, node_labels};
 use super::pulljob;
 use super::runtime::{ConfigMaps, Env, KEvent, NodeRt, PodRt, add, deletion_grace};
-use super::status::{PodView, build_status};
+use super::status::{PodView, build_status_kept};
 use super::write::{Outcome, StatusWrite, is_code, meta_annotation, status_hash, write_status};
 use crate::Clock;
 
@@ -43,8 +43,10 @@ struct NodeState {
 struct Entry {
     uid: String,
     node: usize,
-    /// The pod as last seen, its spec cut to what building its status reads (`cache::kept`).
+    /// The pod as last seen, without its spec (`cache::kept`).
     pod: Pod,
+    /// What building its status reads of its spec.
+    spec: KeptSpec,
     rt: PodRt,
     ip: Option<Ipv4Addr>,
     /// `hostNetwork`: the pod IP is the node IP.
@@ -59,6 +61,18 @@ struct Entry {
     deleting: bool,
     /// Found already terminal (Succeeded/Failed): never run or re-report, only finish a deletion.
     frozen: bool,
+}
+
+impl Entry {
+    /// Caches `pod` as last seen. Its spec's kept part is immutable on a pod; a copy without a spec keeps it.
+    fn keep(&mut self, pod: Pod) {
+        let has_spec = pod.spec.is_some();
+        let (pod, spec) = cache::kept(pod);
+        self.pod = pod;
+        if has_spec {
+            self.spec = spec;
+        }
+    }
 }
 
 struct Done {
@@ -486,7 +500,7 @@ impl Agent {
                 }
                 e.rt.advance(now, &mut env);
             }
-            e.pod = cache::kept(pod);
+            e.keep(pod);
         }
         self.emit(&key, events);
         self.reschedule(&key);
@@ -531,10 +545,13 @@ impl Agent {
             }
             rt.advance(now, &mut env);
         }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let (pod, spec) = cache::kept(pod);
         Entry {
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            uid,
             node,
-            pod: cache::kept(pod),
+            pod,
+            spec,
             rt,
             ip,
             host_network,
@@ -673,7 +690,7 @@ impl Agent {
         let view = (!e.frozen).then(|| self.view(e));
         // The status to write, built once here and handed to the write (which rebuilds it only after a conflict).
         let first = view.as_ref().and_then(|view| {
-            let desired = build_status(&e.pod, view, self.clock.now());
+            let desired = build_status_kept(&e.pod, &e.spec, view, self.clock.now());
             let meta = view.runtime_meta.as_deref();
             let differs = e.pod.status.as_ref() != Some(&desired)
                 || meta.is_some_and(|m| meta_annotation(&e.pod) != Some(m));
@@ -785,7 +802,7 @@ impl Agent {
                 if let Some(base) = w.base
                     && rv_of(&base) > rv_of(&e.pod)
                 {
-                    e.pod = cache::kept(*base);
+                    e.keep(*base);
                 }
                 // The write's own watch event (or a later one) may have arrived first; then it already shows this.
                 let written = w.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
@@ -805,7 +822,7 @@ impl Agent {
                 if let Some(pod) = pod
                     && rv_of(&pod) > rv_of(&e.pod)
                 {
-                    e.pod = cache::kept(*pod);
+                    e.keep(*pod);
                 }
             }
             Outcome::Gone => {}

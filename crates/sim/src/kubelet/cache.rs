@@ -4,13 +4,62 @@
 //! `update_spec`, `restart_stale_env`), so the cached copy is only read to build the next status (container
 //! names, sidecar restart policy, readiness gates, restart policy), to write it (metadata) and by the
 //! ImagePullJob executor (labels, phase). A decoded pod's spec (probes, lifecycle, env, resources, volumes,
-//! tolerations) was most of the ~13 KB each cached pod took; at 100k pods that was over a GiB.
+//! tolerations) was most of the ~13 KB each cached pod took; at 100k pods that was over a GiB. What is read is
+//! kept apart (`KeptSpec`): even an empty `PodSpec` is 1.5 KB inline and each `Container` 2.1 KB, another
+//! ~400 MB at 100k pods for a few names.
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
-/// `pod` with its spec cut down to what the kubelet reads again after the runtime took the spec.
-pub(super) fn kept(mut pod: Pod) -> Pod {
-    pod.spec = pod.spec.map(kept_spec);
+/// What status building reads of a pod's spec (`status::build_status_kept`). Container names, sidecar
+/// restart policies, readiness gates and the restart policy are immutable on a pod, so any version of it gives
+/// the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeptSpec {
+    pub(super) containers: Box<[KeptContainer]>,
+    pub(super) init_containers: Box<[KeptContainer]>,
+    pub(super) restart_policy: Option<String>,
+    /// The readiness gates' condition types.
+    pub(super) readiness_gates: Box<[String]>,
+}
+
+/// A container's name and `restartPolicy` (`Always` on an init container: a sidecar).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeptContainer {
+    pub(super) name: String,
+    pub(super) restart_policy: Option<String>,
+}
+
+impl KeptSpec {
+    /// What status building reads of `spec` (none: an empty spec).
+    pub fn of(spec: Option<&PodSpec>) -> Self {
+        let Some(spec) = spec else {
+            return Self::default();
+        };
+        let containers = |cs: &[Container]| -> Box<[KeptContainer]> {
+            cs.iter()
+                .map(|c| KeptContainer {
+                    name: c.name.clone(),
+                    restart_policy: c.restart_policy.clone(),
+                })
+                .collect()
+        };
+        Self {
+            containers: containers(&spec.containers),
+            init_containers: containers(spec.init_containers.as_deref().unwrap_or_default()),
+            restart_policy: spec.restart_policy.clone(),
+            readiness_gates: spec
+                .readiness_gates
+                .iter()
+                .flatten()
+                .map(|g| g.condition_type.clone())
+                .collect(),
+        }
+    }
+}
+
+/// `pod` without its spec, and the little of the spec the kubelet reads again after the runtime took it.
+pub(super) fn kept(mut pod: Pod) -> (Pod, KeptSpec) {
+    let spec = KeptSpec::of(pod.spec.take().as_ref());
     // A decoded list grows by doubling from 4 (serde_json gives no length): one container's status in a list
     // of capacity 4 is ~3 KB of nothing, per pod, for as long as the pod is cached.
     if let Some(s) = &mut pod.status {
@@ -22,7 +71,7 @@ pub(super) fn kept(mut pod: Pod) -> Pod {
     }
     shrink(&mut pod.metadata.owner_references);
     shrink(&mut pod.metadata.finalizers);
-    pod
+    (pod, spec)
 }
 
 fn shrink<T>(list: &mut Option<Vec<T>>) {
@@ -31,41 +80,10 @@ fn shrink<T>(list: &mut Option<Vec<T>>) {
     }
 }
 
-fn kept_spec(spec: PodSpec) -> PodSpec {
-    // Exhaustive on the kept fields only: the rest is dropped, and `status::build_status` must read
-    // nothing else (the test below builds a status from a kept pod and from the whole one).
-    let PodSpec {
-        containers,
-        init_containers,
-        restart_policy,
-        readiness_gates,
-        host_network,
-        node_name,
-        ..
-    } = spec;
-    PodSpec {
-        containers: containers.into_iter().map(kept_container).collect(),
-        init_containers: init_containers.map(|cs| cs.into_iter().map(kept_container).collect()),
-        restart_policy,
-        readiness_gates,
-        host_network,
-        node_name,
-        ..PodSpec::default()
-    }
-}
-
-fn kept_container(c: Container) -> Container {
-    Container {
-        name: c.name,
-        restart_policy: c.restart_policy,
-        ..Container::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet::status::{PodView, build_status};
+    use crate::kubelet::status::{PodView, build_status, build_status_kept};
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus};
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
@@ -109,11 +127,11 @@ mod tests {
                 "conditions": [{"type": "InPlaceUpdateReady", "status": "True"}]}
         }))
         .expect("pod");
-        let small = kept(pod.clone());
-        let spec = small.spec.as_ref().expect("spec");
+        let (small, spec) = kept(pod.clone());
+        assert!(small.spec.is_none(), "the spec is not cached whole");
         assert_eq!(spec.containers[0].name, "main");
-        assert!(spec.containers[0].env.is_none() && spec.containers[0].lifecycle.is_none());
-        assert!(spec.tolerations.is_none() && spec.volumes.is_none());
+        assert_eq!(spec.init_containers[0].restart_policy.as_deref(), Some("Always"));
+        assert_eq!(&*spec.readiness_gates, ["InPlaceUpdateReady".to_string()]);
         assert_eq!(small.metadata, pod.metadata);
         assert_eq!(small.status, pod.status);
         let conditions = small.status.as_ref().and_then(|s| s.conditions.as_ref());
@@ -132,7 +150,7 @@ mod tests {
             };
             let now = Timestamp::UNIX_EPOCH;
             assert_eq!(
-                build_status(&small, &view, now),
+                build_status_kept(&small, &spec, &view, now),
                 build_status(&pod, &view, now),
                 "ready {ready}"
             );

@@ -1,6 +1,8 @@
 //! Pod status generation as the kubelet does it (`pkg/kubelet/status/generate.go`, `getPhase`): phase, conditions.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodIP, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodIP, PodStatus};
+
+use super::cache::{KeptContainer, KeptSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -44,7 +46,7 @@ pub fn to_time(ts: Timestamp) -> Time {
     Time(Timestamp::from_second(ts.as_second()).unwrap_or(ts))
 }
 
-fn is_sidecar(c: &k8s_openapi::api::core::v1::Container) -> bool {
+fn is_sidecar(c: &KeptContainer) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
@@ -53,12 +55,12 @@ fn go_list(names: &[&str]) -> String {
 }
 
 /// The pod phase from container statuses (kubelet `getPhase`).
-pub fn pod_phase(spec: &PodSpec, view: &PodView) -> &'static str {
+pub(crate) fn pod_phase(spec: &KeptSpec, view: &PodView) -> &'static str {
     let policy = spec.restart_policy.as_deref().unwrap_or("Always");
     let find = |list: &'_ [ContainerStatus], name: &str| list.iter().position(|s| s.name == name);
     let mut pending_init = 0;
     let mut failed_init = 0;
-    for c in spec.init_containers.iter().flatten() {
+    for c in spec.init_containers.iter() {
         let Some(i) = find(&view.init_statuses, &c.name) else {
             pending_init += 1;
             continue;
@@ -175,13 +177,13 @@ fn terminal_reason(phase: &str) -> &'static str {
     }
 }
 
-fn containers_ready(spec: &PodSpec, view: &PodView, phase: &str) -> Cond {
+fn containers_ready(spec: &KeptSpec, view: &PodView, phase: &str) -> Cond {
     if phase == "Succeeded" || phase == "Failed" {
         return Cond::new("ContainersReady", false).why(terminal_reason(phase), None);
     }
     let mut unknown = Vec::new();
     let mut unready = Vec::new();
-    let sidecars = spec.init_containers.iter().flatten().filter(|c| is_sidecar(c));
+    let sidecars = spec.init_containers.iter().filter(|c| is_sidecar(c));
     for (c, list) in sidecars
         .map(|c| (c, &view.init_statuses))
         .chain(spec.containers.iter().map(|c| (c, &view.statuses)))
@@ -205,10 +207,10 @@ fn containers_ready(spec: &PodSpec, view: &PodView, phase: &str) -> Cond {
     Cond::new("ContainersReady", false).why("ContainersNotReady", Some(msgs.join(", ")))
 }
 
-fn initialized(spec: &PodSpec, view: &PodView, phase: &str) -> Cond {
+fn initialized(spec: &KeptSpec, view: &PodView, phase: &str) -> Cond {
     let mut unknown = Vec::new();
     let mut incomplete = Vec::new();
-    for c in spec.init_containers.iter().flatten() {
+    for c in spec.init_containers.iter() {
         match view.init_statuses.iter().find(|s| s.name == c.name) {
             None => unknown.push(c.name.as_str()),
             Some(s) => {
@@ -245,7 +247,7 @@ fn initialized(spec: &PodSpec, view: &PodView, phase: &str) -> Cond {
     Cond::new("Initialized", false).why("ContainersNotInitialized", Some(msgs.join(", ")))
 }
 
-fn ready(spec: &PodSpec, conditions: &[PodCondition], cr: &Cond) -> Cond {
+fn ready(spec: &KeptSpec, conditions: &[PodCondition], cr: &Cond) -> Cond {
     if cr.status != "True" {
         let mut c = Cond::new("Ready", false);
         c.reason = cr.reason;
@@ -253,8 +255,7 @@ fn ready(spec: &PodSpec, conditions: &[PodCondition], cr: &Cond) -> Cond {
         return c;
     }
     let mut msgs = Vec::new();
-    for gate in spec.readiness_gates.iter().flatten() {
-        let t = &gate.condition_type;
+    for t in &spec.readiness_gates {
         match conditions.iter().find(|c| &c.type_ == t) {
             None => msgs.push(format!(
                 "corresponding condition of pod readiness gate \"{t}\" does not exist."
@@ -277,8 +278,11 @@ fn ready(spec: &PodSpec, conditions: &[PodCondition], cr: &Cond) -> Cond {
 /// not own, and keeping `lastTransitionTime` of conditions whose status did not change (so the result is stable:
 /// the same inputs produce the same status, and an unchanged pod needs no write).
 pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
-    let empty = PodSpec::default();
-    let spec = pod.spec.as_ref().unwrap_or(&empty);
+    build_status_kept(pod, &KeptSpec::of(pod.spec.as_ref()), view, now)
+}
+
+/// `build_status` for a cached pod, whose spec is kept apart as the little that status building reads.
+pub(crate) fn build_status_kept(pod: &Pod, spec: &KeptSpec, view: &PodView, now: Timestamp) -> PodStatus {
     let old = pod.status.as_ref();
     let old_conditions: &[PodCondition] = old.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
     let generation = pod.metadata.generation;
@@ -347,7 +351,7 @@ pub fn build_status(pod: &Pod, view: &PodView, now: Timestamp) -> PodStatus {
     }
     status.start_time = Some(to_time(view.start_time));
     status.container_statuses = Some(view.statuses.clone());
-    status.init_container_statuses = if spec.init_containers.as_ref().is_some_and(|v| !v.is_empty()) {
+    status.init_container_statuses = if !spec.init_containers.is_empty() {
         Some(view.init_statuses.clone())
     } else {
         None
@@ -400,7 +404,9 @@ fn kept(old: &PodStatus) -> PodStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStateRunning, PodReadinessGate};
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerState, ContainerStateRunning, PodReadinessGate, PodSpec,
+    };
 
     fn pod(gates: &[&str], conds: Vec<PodCondition>) -> Pod {
         Pod {
