@@ -721,7 +721,7 @@ mod tests {
                 "reportingComponent": "kubelet", "reportingInstance": format!("node-{i}"),
                 "firstTimestamp": "2026-12-05T10:00:02Z", "lastTimestamp": "2026-12-05T10:00:02Z"})
         };
-        let mut put_event = |name: &str, v: Value| {
+        let put_event = |name: &str, v: Value| {
             store
                 .write::<()>("/events", "default", name, |_, _| Ok(Write::Put(v)))
                 .unwrap_or(Written::Unchanged(None))
