@@ -15,6 +15,9 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+mod pages;
+pub use pages::{Cursor, Expired, Page};
+
 /// Extracts the selectable fields (`spec.nodeName`, `status.phase`, ...) of one object.
 pub type FieldIndexer = fn(&Value) -> Vec<(&'static str, String)>;
 
@@ -267,6 +270,8 @@ struct Kind {
     history_size: usize,
     /// Highest resourceVersion evicted from `history` (0: nothing evicted yet).
     floor: u64,
+    /// The resourceVersion of the resource's last write (0: none yet).
+    changed: u64,
     tx: broadcast::Sender<Arc<Event>>,
     indexer: FieldIndexer,
     /// The field names of this resource's objects (shared by their indexes).
@@ -297,6 +302,8 @@ fn grow_dict(dict: &Arc<[u8]>, json: &[u8], packed: usize) -> Option<Arc<[u8]>> 
 struct Inner {
     rv: u64,
     kinds: HashMap<String, Kind>,
+    /// The newest paged lists' states, for their continuations (`pages`).
+    snapshots: VecDeque<pages::Snapshot>,
 }
 
 /// The versioned object store shared by every resource.
@@ -316,6 +323,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 rv: 1,
                 kinds: HashMap::new(),
+                snapshots: VecDeque::new(),
             }),
             config,
         }
@@ -333,6 +341,7 @@ impl Store {
             history: VecDeque::new(),
             history_size: 0,
             floor: 0,
+            changed: 0,
             tx,
             indexer,
             field_names: None,
@@ -476,6 +485,7 @@ impl Store {
             object: object.clone(),
             prev,
         });
+        kind.changed = next_rv;
         kind.history_size += event.object.len();
         kind.history.push_back(event.clone());
         let max_bytes = self.config.history_bytes;

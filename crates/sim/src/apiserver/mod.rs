@@ -18,6 +18,7 @@ mod metadata_validation;
 pub mod network;
 mod openapi;
 mod openapi_builtin;
+mod paging;
 mod patch;
 mod pod_streams;
 mod pods;

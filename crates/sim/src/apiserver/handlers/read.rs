@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::{present, present_value};
 use crate::apiserver::errors::{ApiError, ApiResult};
 use crate::apiserver::selectors::{FieldSelector, LabelSelector, Selectors};
-use crate::apiserver::{ApiRequest, ApiServer, json_response, table, watch};
+use crate::apiserver::{ApiRequest, ApiServer, json_response, paging, table, watch};
 
 impl ApiServer {
     pub(super) fn get(&self, req: &ApiRequest, ns: &str, name: &str) -> ApiResult<Response> {
@@ -48,29 +48,41 @@ impl ApiServer {
             return watch::serve(self, req, sel);
         }
         self.counters().lists += 1;
-        let (items, rv) = self
-            .store()
-            .list(&req.rt.key(), req.ns.as_deref(), |idx| sel.matches(idx));
+        let paging = paging::parse(req)?;
+        let selectors = req.q("labelSelector").is_some_and(|s| !s.is_empty())
+            || req.q("fieldSelector").is_some_and(|s| !s.is_empty());
+        let page = match self.store().list_page(
+            &req.rt.key(),
+            req.ns.as_deref(),
+            |idx| sel.matches(idx),
+            paging.limit,
+            paging.from.as_ref(),
+        ) {
+            Ok(page) => page,
+            Err(gone) => return Ok(paging::expired(gone.start)),
+        };
+        let meta = paging::list_meta(&page, selectors);
         if req.wants_table() {
-            let values: Vec<Value> = items.iter().map(|o| present_value(req.rt, o.value())).collect();
-            return Ok(table::response(&table::list(
-                req,
-                &values,
-                &rv.to_string(),
-                self.now(),
-            )));
+            let values: Vec<Value> = page
+                .items
+                .iter()
+                .map(|o| present_value(req.rt, o.value()))
+                .collect();
+            let mut t = table::list(req, &values, &page.rv.to_string(), self.now());
+            t["metadata"] = meta;
+            return Ok(table::response(&t));
         }
         let rt = req.rt;
         let mut buf = format!(
-            r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{}"}},"items":["#,
+            r#"{{"kind":"{}List","apiVersion":"{}","metadata":{},"items":["#,
             rt.kind,
             rt.api_version(),
-            rv
+            meta
         )
         .into_bytes();
-        let total: usize = items.iter().map(|o| o.len() + 1).sum();
+        let total: usize = page.items.iter().map(|o| o.len() + 1).sum();
         buf.reserve(total + 2);
-        for (i, o) in items.iter().enumerate() {
+        for (i, o) in page.items.iter().enumerate() {
             if i > 0 {
                 buf.push(b',');
             }

@@ -1,0 +1,196 @@
+//! A list request's paging (`limit`, `continue`) and its continue tokens, as kube-apiserver reads and writes
+//! them.
+//!
+//! The token is kube-apiserver's: unpadded URL-safe base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":K}`,
+//! `K` the key to resume at; `"rv":-1` continues at the latest state. kube-apiserver ignores `limit` when
+//! `resourceVersion=0` (the watch cache then serves the whole list: client-go informers list that way) and
+//! refuses `resourceVersion` (other than 0) next to `continue`.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use super::errors::{ApiError, ApiResult};
+use super::{ApiRequest, value_response};
+use crate::store::{Cursor, Page};
+
+const TOKEN_VERSION: &str = "meta.k8s.io/v1";
+
+/// What a list request asks of paging.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Paging {
+    /// Objects per page; 0: all.
+    pub limit: usize,
+    /// The page a `continue` token names.
+    pub from: Option<Cursor>,
+}
+
+/// Reads `limit`, `continue` and `resourceVersion` of a list request.
+pub fn parse(req: &ApiRequest) -> ApiResult<Paging> {
+    let limit = match req.q("limit").filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(s) => s
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("strconv.ParseInt: parsing {s:?}: invalid syntax")))?,
+    };
+    let rv = req.q("resourceVersion").unwrap_or("");
+    let from = match req.q("continue").filter(|s| !s.is_empty()) {
+        None => None,
+        Some(token) => {
+            let cursor =
+                decode(token).map_err(|e| ApiError::bad_request(format!("invalid continue token: {e}")))?;
+            if !rv.is_empty() && rv != "0" {
+                return Err(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            Some(cursor)
+        }
+    };
+    Ok(Paging {
+        // kube-apiserver's cacher: "the limit is ignored for requests that set RV == 0".
+        limit: if rv == "0" {
+            0
+        } else {
+            usize::try_from(limit).unwrap_or(0)
+        },
+        from,
+    })
+}
+
+/// The continue token resuming at `cursor`.
+pub fn encode(cursor: &Cursor) -> String {
+    let rv = cursor.rv.map_or(-1, |rv| i64::try_from(rv).unwrap_or(i64::MAX));
+    let token = json!({"v": TOKEN_VERSION, "rv": rv, "start": cursor.start});
+    URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+/// Decodes a continue token, with kube-apiserver's error texts.
+pub fn decode(token: &str) -> Result<Cursor, String> {
+    const INVALID: &str = "continue key is not valid";
+    let bytes = URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| format!("{INVALID}: {e}"))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{INVALID}: {e}"))?;
+    let version = v.get("v").and_then(Value::as_str).unwrap_or("");
+    if version != TOKEN_VERSION {
+        return Err(format!(
+            "{INVALID}: server does not recognize this encoded version {version}"
+        ));
+    }
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    if rv == 0 {
+        return Err(format!(
+            "{INVALID}: incorrect encoded start resourceVersion (version {TOKEN_VERSION})"
+        ));
+    }
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    if start.is_empty() {
+        return Err(format!(
+            "{INVALID}: encoded start key empty (version {TOKEN_VERSION})"
+        ));
+    }
+    // kube-apiserver refuses a key that path cleaning would change (it could range above the list's prefix).
+    let key = start.strip_prefix('/').unwrap_or(start);
+    if key
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Err(format!("{INVALID}: {start}"));
+    }
+    Ok(Cursor {
+        rv: u64::try_from(rv).ok(),
+        start: key.to_string(),
+    })
+}
+
+/// A list's `metadata`: its resourceVersion and, while objects remain, the continue token and (for a list
+/// without selectors, whose count kube-apiserver knows) how many remain.
+pub fn list_meta(page: &Page, selectors: bool) -> Value {
+    let mut meta = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(next) = &page.next {
+        meta["continue"] = Value::String(encode(next));
+        if !selectors {
+            meta["remainingItemCount"] = json!(page.remaining);
+        }
+    }
+    meta
+}
+
+/// kube-apiserver's `410 Expired` for a continue token whose state is gone: the Status carries a token
+/// continuing at the latest state (`"rv":-1`), which the client may use to finish an inconsistent list.
+pub fn expired(start: String) -> Response {
+    let token = encode(&Cursor { rv: None, start });
+    let status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {"continue": token},
+        "status": "Failure",
+        "message": "The provided continue parameter is too old to display a consistent list result. You can \
+                    start a new list without the continue parameter, or use the continue token in this \
+                    response to retrieve the remainder of the results. Continuing with the provided token \
+                    results in an inconsistent list - objects that were created, modified, or deleted \
+                    between the time the first chunk was returned and now may show up in the list.",
+        "reason": "Expired",
+        "code": 410,
+    });
+    value_response(StatusCode::GONE, &status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_read_as_kube_apiservers() {
+        let c = Cursor {
+            rv: Some(42),
+            start: "default/web-1\0".into(),
+        };
+        let t = encode(&c);
+        let raw = URL_SAFE_NO_PAD.decode(&t).expect("base64");
+        let v: Value = serde_json::from_slice(&raw).expect("json");
+        assert_eq!(
+            v,
+            json!({"v": "meta.k8s.io/v1", "rv": 42, "start": "default/web-1\u{0}"})
+        );
+        assert_eq!(decode(&t), Ok(c));
+        let latest = Cursor {
+            rv: None,
+            start: "a\0".into(),
+        };
+        assert!(encode(&latest).len() > 4);
+        assert_eq!(decode(&encode(&latest)), Ok(latest));
+    }
+
+    #[test]
+    fn bad_tokens_are_named() {
+        let enc = |v: Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        assert!(
+            decode("%%")
+                .unwrap_err()
+                .starts_with("continue key is not valid: ")
+        );
+        let e = decode(&enc(json!({"v": "meta.k8s.io/v2", "rv": 1, "start": "a"}))).unwrap_err();
+        assert!(
+            e.contains("server does not recognize this encoded version meta.k8s.io/v2"),
+            "{e}"
+        );
+        let e = decode(&enc(json!({"v": "meta.k8s.io/v1", "rv": 0, "start": "a"}))).unwrap_err();
+        assert!(e.contains("incorrect encoded start resourceVersion"), "{e}");
+        let e = decode(&enc(json!({"v": "meta.k8s.io/v1", "rv": 3, "start": ""}))).unwrap_err();
+        assert!(e.contains("encoded start key empty"), "{e}");
+        let e = decode(&enc(
+            json!({"v": "meta.k8s.io/v1", "rv": 3, "start": "../kube-system/x"}),
+        ))
+        .unwrap_err();
+        assert!(e.ends_with(": ../kube-system/x"), "{e}");
+        // kube-apiserver's own tokens may start with '/'.
+        let c = decode(&enc(
+            json!({"v": "meta.k8s.io/v1", "rv": 3, "start": "/web-1\u{0}"}),
+        ));
+        assert_eq!(c.map(|c| c.start), Ok("web-1\0".to_string()));
+    }
+}
