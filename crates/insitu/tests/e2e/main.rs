@@ -17,6 +17,7 @@
 //! Arguments that do not start with `-` filter scenarios by substring.
 
 mod inplace_meta;
+mod paging;
 mod realnode;
 mod record;
 mod scenarios;
@@ -120,6 +121,7 @@ fn all_scenarios() -> Vec<Scenario> {
     vec![
         scenario!(rbac, 1, true, 60),
         scenario!(crd_validation, 1, false, 60),
+        scenario!(paging::paging, 1, false, 60),
         scenario!(seed, 1, false, 360),
         scenario!(recreate, 1, false, 240),
         scenario!(partition, 1, false, 300),
