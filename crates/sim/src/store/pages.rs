@@ -5,9 +5,10 @@
 //! the first page's resourceVersion and the key to resume after. Every page of one list reads the state at
 //! that resourceVersion (its watch cache keeps snapshots, etcd the revisions until compaction); a token
 //! whose state is gone gets `410 Expired` with a token for the rest at the latest state instead.
-//! Here a snapshot of the scope is taken when a first page leaves objects behind, and the last
-//! [`SNAPSHOTS_MAX`] are kept: a continuation whose snapshot was dropped is still served while the resource
-//! has not changed since (the state is the same), and is expired otherwise.
+//! Here a snapshot of the scope is taken when a first page leaves objects behind; it is dropped when its last
+//! page is served, when the resource's watch history moves past it (as etcd compacts) or when
+//! [`SNAPSHOTS_MAX`] newer ones exist. A continuation whose snapshot was dropped is still served while the
+//! resource has not changed since (the state is the same), and is expired otherwise.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -133,6 +134,12 @@ impl Store {
     ) -> Result<Page, Expired> {
         let mut g = self.lock();
         let current = g.rv;
+        // etcd's compaction: a snapshot older than its resource's watch history is gone (its continuations
+        // expire unless the resource is unchanged since), so snapshots pin no old objects for long.
+        let inner = &mut *g;
+        inner
+            .snapshots
+            .retain(|s| inner.kinds.get(&s.key).is_none_or(|k| s.rv >= k.floor));
         let Some(kind) = g.kinds.get(key) else {
             return Ok(Page {
                 items: Vec::new(),
@@ -193,6 +200,11 @@ impl Store {
         };
         if more && fresh {
             keep(&mut g.snapshots, key, ns, rv, items.clone());
+        } else if !more {
+            // The list is complete: its snapshot is not needed again (a client reusing an earlier token is
+            // served while the resource is unchanged, and expired otherwise, as after a compaction).
+            g.snapshots
+                .retain(|s| !(s.rv == rv && s.key == key && s.ns.as_deref() == ns));
         }
         Ok(Page {
             remaining: if more {
@@ -375,5 +387,33 @@ mod tests {
         let p = page(&store, Some("default"), 1, Some(&latest));
         assert_eq!(names(&p), ["default/b"]);
         assert_eq!(p.rv, store.current_rv());
+    }
+
+    #[test]
+    fn snapshots_go_with_the_last_page_and_with_compacted_history() {
+        let store = Store::new(StoreConfig {
+            history_capacity: 4,
+            ..StoreConfig::default()
+        });
+        for name in ["a", "b", "c"] {
+            put(&store, "default", name, "v1");
+        }
+        // Paged to the end: the snapshot goes; the first token, reused after a change, is expired.
+        let first = page(&store, Some("default"), 2, None);
+        let token = first.next.expect("more");
+        assert!(page(&store, Some("default"), 2, Some(&token)).next.is_none());
+        put(&store, "default", "c", "v2");
+        let reused = store.list_page("pods", Some("default"), |_| true, 2, Some(&token));
+        assert_eq!(reused.err(), Some(Expired { start: "b\0".into() }));
+        // A list left half-read is expired once the resource's history has moved past it.
+        let half = page(&store, Some("default"), 1, None);
+        let token = half.next.expect("more");
+        assert_eq!(page(&store, Some("default"), 1, Some(&token)).rv, half.rv);
+        // History holds 4 events: after 5 writes the list's own resourceVersion is evicted too.
+        for i in 0..5 {
+            put(&store, "default", "a", &format!("v{i}"));
+        }
+        let gone = store.list_page("pods", Some("default"), |_| true, 1, Some(&token));
+        assert_eq!(gone.err(), Some(Expired { start: "a\0".into() }));
     }
 }
