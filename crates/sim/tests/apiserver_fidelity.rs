@@ -831,7 +831,69 @@ async fn lists_page_with_limit_and_continue() {
     assert_eq!(table.body["rows"].as_array().map(Vec::len), Some(2));
     assert!(table.body["metadata"]["continue"].is_string(), "{}", table.text);
 
+    // Exact reads: the current state is served at its resourceVersion; the first page's state, gone since
+    // its list finished and a configmap changed, is expired (kube-apiserver: once etcd compacted it).
+    let now = get(&s, CM).await.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let exact = get(
+        &s,
+        &format!("{CM}?resourceVersion={now}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!((exact.code, names(&exact.body).len()), (200, 5), "{}", exact.text);
+    assert_eq!(exact.body["metadata"]["resourceVersion"], now.as_str());
+    let old = rv.as_str().unwrap_or_default();
+    for query in [
+        format!("resourceVersion={old}&resourceVersionMatch=Exact"),
+        format!("resourceVersion={old}&limit=2"),
+    ] {
+        let a = get(&s, &format!("{CM}?{query}")).await;
+        assert_eq!(
+            (a.code, a.body["reason"].as_str()),
+            (410, Some("Expired")),
+            "{query}: {}",
+            a.text
+        );
+        assert_eq!(
+            a.body["message"],
+            "The resourceVersion for the provided list is too old."
+        );
+    }
+    let ahead = get(&s, &format!("{CM}?resourceVersion=999999")).await;
+    assert_eq!(
+        (ahead.code, ahead.body["reason"].as_str()),
+        (504, Some("Timeout")),
+        "{}",
+        ahead.text
+    );
+    assert_eq!(
+        ahead.body["message"],
+        format!("Timeout: Too large resource version: 999999, current: {now}")
+    );
     for (query, message) in [
+        (
+            "resourceVersionMatch=Exact",
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersion=1&resourceVersionMatch=Newest",
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+        ),
+    ] {
+        let a = get(&s, &format!("{CM}?{query}")).await;
+        assert_eq!(
+            (a.code, a.body["message"].as_str()),
+            (422, Some(message)),
+            "{query}"
+        );
+    }
+    for (query, message) in [
+        (
+            "resourceVersion=x",
+            "invalid resource version: resourceVersion: Invalid value: \"x\": strconv.ParseUint: parsing \"x\": invalid syntax",
+        ),
         (
             "continue=abc!",
             "invalid continue token: continue key is not valid: ",

@@ -4,7 +4,10 @@
 //! The token is kube-apiserver's: unpadded URL-safe base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":K}`,
 //! `K` the key to resume at; `"rv":-1` continues at the latest state. kube-apiserver ignores `limit` when
 //! `resourceVersion=0` (the watch cache then serves the whole list: client-go informers list that way) and
-//! refuses `resourceVersion` (other than 0) next to `continue`.
+//! refuses `resourceVersion` (other than 0) next to `continue`. An exact list (`resourceVersionMatch=Exact`,
+//! or a resourceVersion with a limit, as client-go's reflector relists) reads the state at that version: a
+//! kept snapshot, or the live state if the resource has not changed since; otherwise `410 Expired`, which
+//! kube-apiserver answers once etcd has compacted the version (the sim keeps no older states).
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -12,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::errors::{ApiError, ApiResult};
+use super::errors::{ApiError, ApiResult, FieldErr, aggregate, quote};
 use super::{ApiRequest, value_response};
 use crate::store::{Cursor, Page};
 
@@ -23,41 +26,142 @@ const TOKEN_VERSION: &str = "meta.k8s.io/v1";
 pub struct Paging {
     /// Objects per page; 0: all.
     pub limit: usize,
-    /// The page a `continue` token names.
+    /// The page a `continue` token names, or the state an exact-resourceVersion list reads.
     pub from: Option<Cursor>,
+    /// An exact-resourceVersion list (not a continuation): its expiry is "too old", not a new token.
+    pub exact: bool,
+    /// The resourceVersion the list must not be older than (exact or not), if one was given.
+    pub min_rv: Option<u64>,
 }
 
-/// Reads `limit`, `continue` and `resourceVersion` of a list request.
+/// `ValidateListOptions` of apimachinery: `resourceVersionMatch` needs a `resourceVersion`, excludes
+/// `continue`, is `Exact` or `NotOlderThan`, and `Exact` is never at resourceVersion 0.
+fn validate(rv: &str, rvm: &str, has_continue: bool) -> ApiResult<()> {
+    if rvm.is_empty() {
+        return Ok(());
+    }
+    let field = "resourceVersionMatch";
+    let mut errs = Vec::new();
+    if rv.is_empty() {
+        errs.push(FieldErr::forbidden(
+            field,
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
+    if has_continue {
+        errs.push(FieldErr::forbidden(
+            field,
+            "resourceVersionMatch is forbidden when continue is provided",
+        ));
+    }
+    if rvm != "Exact" && rvm != "NotOlderThan" {
+        errs.push(FieldErr::not_supported(
+            field,
+            &quote(rvm),
+            &["Exact", "NotOlderThan", ""],
+        ));
+    }
+    if rvm == "Exact" && rv == "0" {
+        errs.push(FieldErr::forbidden(
+            field,
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ));
+    }
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<Value> = errs
+        .iter()
+        .map(|e| {
+            let message = e
+                .message
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&e.message);
+            json!({"reason": e.reason, "message": message, "field": e.field})
+        })
+        .collect();
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {}", aggregate(&errs)),
+    );
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}));
+    Err(e)
+}
+
+/// Reads `limit`, `continue`, `resourceVersion` and `resourceVersionMatch` of a list request.
 pub fn parse(req: &ApiRequest) -> ApiResult<Paging> {
+    let rv = req.q("resourceVersion").unwrap_or("");
+    let rvm = req.q("resourceVersionMatch").unwrap_or("");
+    let token = req.q("continue").filter(|s| !s.is_empty());
+    validate(rv, rvm, token.is_some())?;
     let limit = match req.q("limit").filter(|s| !s.is_empty()) {
         None => 0,
         Some(s) => s
             .parse::<i64>()
             .map_err(|_| ApiError::bad_request(format!("strconv.ParseInt: parsing {s:?}: invalid syntax")))?,
     };
-    let rv = req.q("resourceVersion").unwrap_or("");
-    let from = match req.q("continue").filter(|s| !s.is_empty()) {
-        None => None,
-        Some(token) => {
-            let cursor =
-                decode(token).map_err(|e| ApiError::bad_request(format!("invalid continue token: {e}")))?;
-            if !rv.is_empty() && rv != "0" {
-                return Err(ApiError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-            Some(cursor)
-        }
+    // kube-apiserver's cacher: "the limit is ignored for requests that set RV == 0".
+    let limit = if rv == "0" {
+        0
+    } else {
+        usize::try_from(limit).unwrap_or(0)
     };
+    if let Some(token) = token {
+        let cursor =
+            decode(token).map_err(|e| ApiError::bad_request(format!("invalid continue token: {e}")))?;
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        return Ok(Paging {
+            limit,
+            from: Some(cursor),
+            ..Paging::default()
+        });
+    }
+    let min_rv = match rv {
+        "" | "0" => None,
+        rv => Some(rv.parse::<u64>().map_err(|e| {
+            let why = if e.to_string().contains("too large") {
+                "value out of range"
+            } else {
+                "invalid syntax"
+            };
+            ApiError::bad_request(format!(
+                "invalid resource version: resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}",
+                q = quote(rv)
+            ))
+        })?),
+    };
+    // An exact read: `resourceVersionMatch=Exact`, or (legacy) a resourceVersion other than 0 with a limit.
+    // Any other resourceVersion is "not older than", which the latest state always is.
+    let exact = rvm == "Exact" || (rvm.is_empty() && limit > 0 && min_rv.is_some());
     Ok(Paging {
-        // kube-apiserver's cacher: "the limit is ignored for requests that set RV == 0".
-        limit: if rv == "0" {
-            0
-        } else {
-            usize::try_from(limit).unwrap_or(0)
-        },
-        from,
+        limit,
+        from: min_rv.filter(|_| exact).map(|n| Cursor {
+            rv: Some(n),
+            start: String::new(),
+        }),
+        exact,
+        min_rv,
     })
+}
+
+/// kube-apiserver's answer to a list at a resourceVersion it has not reached (after waiting 3 s for its
+/// watch cache to catch up, which the sim's store never needs to).
+pub fn too_large(rv: u64, current: u64) -> ApiError {
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("Timeout: Too large resource version: {rv}, current: {current}"),
+    );
+    e.details = Some(json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    }));
+    e
 }
 
 /// The continue token resuming at `cursor`.
@@ -117,6 +221,15 @@ pub fn list_meta(page: &Page, selectors: bool) -> Value {
         }
     }
     meta
+}
+
+/// kube-apiserver's `410 Expired` for an exact-resourceVersion list whose state is gone (etcd compacted it).
+pub fn too_old() -> ApiError {
+    ApiError::new(
+        410,
+        "Expired",
+        "The resourceVersion for the provided list is too old.",
+    )
 }
 
 /// kube-apiserver's `410 Expired` for a continue token whose state is gone: the Status carries a token

@@ -49,6 +49,10 @@ impl ApiServer {
         }
         self.counters().lists += 1;
         let paging = paging::parse(req)?;
+        let current = self.store().current_rv();
+        if let Some(rv) = paging.min_rv.filter(|rv| *rv > current) {
+            return Err(paging::too_large(rv, current));
+        }
         let selectors = req.q("labelSelector").is_some_and(|s| !s.is_empty())
             || req.q("fieldSelector").is_some_and(|s| !s.is_empty());
         let page = match self.store().list_page(
@@ -59,6 +63,7 @@ impl ApiServer {
             paging.from.as_ref(),
         ) {
             Ok(page) => page,
+            Err(_) if paging.exact => return Err(paging::too_old()),
             Err(gone) => return Ok(paging::expired(gone.start)),
         };
         let meta = paging::list_meta(&page, selectors);
