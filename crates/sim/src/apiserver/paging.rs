@@ -167,8 +167,10 @@ pub fn too_large(rv: u64, current: u64) -> ApiError {
 /// The continue token resuming at `cursor`.
 pub fn encode(cursor: &Cursor) -> String {
     let rv = cursor.rv.map_or(-1, |rv| i64::try_from(rv).unwrap_or(i64::MAX));
-    let token = json!({"v": TOKEN_VERSION, "rv": rv, "start": cursor.start});
-    URL_SAFE_NO_PAD.encode(token.to_string())
+    // Field order and escapes as Go's encoding/json writes kube-apiserver's `continueToken`.
+    let start = Value::String(cursor.start.clone());
+    let token = format!(r#"{{"v":"{TOKEN_VERSION}","rv":{rv},"start":{start}}}"#);
+    URL_SAFE_NO_PAD.encode(token)
 }
 
 /// Decodes a continue token, with kube-apiserver's error texts.
@@ -264,6 +266,10 @@ mod tests {
         };
         let t = encode(&c);
         let raw = URL_SAFE_NO_PAD.decode(&t).expect("base64");
+        assert_eq!(
+            String::from_utf8_lossy(&raw),
+            r#"{"v":"meta.k8s.io/v1","rv":42,"start":"default/web-1\u0000"}"#
+        );
         let v: Value = serde_json::from_slice(&raw).expect("json");
         assert_eq!(
             v,
