@@ -50,7 +50,10 @@ impl ApiServer {
         self.counters().lists += 1;
         let paging = paging::parse(req)?;
         let current = self.store().current_rv();
-        if let Some(rv) = paging.min_rv.filter(|rv| *rv > current) {
+        // A resourceVersion, or a continue token's, that the store has not reached (kube-apiserver waits 3 s for
+        // its watch cache, then answers this).
+        let asked = paging.min_rv.or(paging.from.as_ref().and_then(|c| c.rv));
+        if let Some(rv) = asked.filter(|rv| *rv > current) {
             return Err(paging::too_large(rv, current));
         }
         let selectors = req.q("labelSelector").is_some_and(|s| !s.is_empty())
