@@ -106,6 +106,19 @@ pub struct ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// `details.causes` of a 422: one per field error, its message without the field path.
+fn causes(errs: &[FieldErr]) -> Value {
+    errs.iter()
+        .map(|e| {
+            let message = e
+                .message
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&e.message);
+            json!({"reason": e.reason, "message": message, "field": e.field})
+        })
+        .collect()
+}
+
 fn details(rt: &ResourceType, name: &str, kind: &str) -> Value {
     let mut d = json!({ "name": name, "kind": kind });
     if !rt.group.is_empty() {
@@ -187,12 +200,8 @@ impl ApiError {
 
     /// 422 `<Kind> "<name>" is invalid: <aggregate>`.
     pub fn invalid(rt: &ResourceType, name: &str, errs: &[FieldErr]) -> Self {
-        let causes: Vec<Value> = errs
-            .iter()
-            .map(|e| json!({"reason": e.reason, "message": e.message.strip_prefix(&format!("{}: ", e.field)).unwrap_or(&e.message), "field": e.field}))
-            .collect();
         let mut d = details(rt, name, rt.kind);
-        d["causes"] = Value::Array(causes);
+        d["causes"] = causes(errs);
         Self {
             code: 422,
             reason: "Invalid",
@@ -203,6 +212,17 @@ impl ApiError {
                 aggregate(errs)
             ),
             details: Some(d),
+        }
+    }
+
+    /// 422 for a request's options rather than an object (`ListOptions.meta.k8s.io "" is invalid: …`):
+    /// apimachinery names no object, so `details` has no name.
+    pub fn invalid_options(group: &str, kind: &str, errs: &[FieldErr]) -> Self {
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{kind}.{group} \"\" is invalid: {}", aggregate(errs)),
+            details: Some(json!({"group": group, "kind": kind, "causes": causes(errs)})),
         }
     }
 

@@ -15,7 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use super::errors::{ApiError, ApiResult, FieldErr, aggregate, quote};
+use super::errors::{ApiError, ApiResult, FieldErr, quote};
 use super::{ApiRequest, value_response};
 use crate::store::{Cursor, Page};
 
@@ -68,25 +68,10 @@ fn validate(rv: &str, rvm: &str, has_continue: bool) -> ApiResult<()> {
         ));
     }
     if errs.is_empty() {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(ApiError::invalid_options("meta.k8s.io", "ListOptions", &errs))
     }
-    let causes: Vec<Value> = errs
-        .iter()
-        .map(|e| {
-            let message = e
-                .message
-                .strip_prefix(&format!("{}: ", e.field))
-                .unwrap_or(&e.message);
-            json!({"reason": e.reason, "message": message, "field": e.field})
-        })
-        .collect();
-    let mut e = ApiError::new(
-        422,
-        "Invalid",
-        format!("ListOptions.meta.k8s.io \"\" is invalid: {}", aggregate(&errs)),
-    );
-    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}));
-    Err(e)
 }
 
 /// Reads `limit`, `continue`, `resourceVersion` and `resourceVersionMatch` of a list request.

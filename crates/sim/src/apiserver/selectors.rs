@@ -243,6 +243,11 @@ impl Selectors {
     pub fn matches(&self, idx: &ObjIndex) -> bool {
         self.labels.matches(&idx.labels) && self.fields.matches(idx)
     }
+
+    /// Selects everything (kube-apiserver's `SelectionPredicate.Empty`).
+    pub fn is_empty(&self) -> bool {
+        self.labels.0.is_empty() && self.fields.0.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -140,79 +140,69 @@ impl Store {
         inner
             .snapshots
             .retain(|s| inner.kinds.get(&s.key).is_none_or(|k| s.rv >= k.floor));
+        let rv = from.and_then(|c| c.rv).unwrap_or(current);
         let Some(kind) = g.kinds.get(key) else {
             return Ok(Page {
                 items: Vec::new(),
-                rv: from.and_then(|c| c.rv).unwrap_or(current),
+                rv,
                 next: None,
                 remaining: 0,
             });
         };
         let scoped = ns.is_some();
-        let Some(from) = from else {
-            // A first page reads the live objects; a snapshot is taken only if a continuation will need it.
-            let (items, more) = take(ordered(kind, ns), &filter, limit);
-            let mut page = Page {
-                items,
-                rv: current,
-                next: None,
-                remaining: 0,
-            };
-            if more {
-                let snapshot: Arc<[Object]> = ordered(kind, ns).cloned().collect();
-                page.remaining = snapshot.len().saturating_sub(limit) as u64;
-                page.next = page.items.last().map(|o| Cursor {
-                    rv: Some(current),
-                    start: format!("{}\0", key_of(o, scoped)),
-                });
-                keep(&mut g.snapshots, key, ns, current, snapshot);
+        let start = from.map_or("", |c| c.start.as_str());
+        let before_start = |o: &Object| cmp_key(o, scoped, start) == Ordering::Less;
+        let kept = from.and_then(|_| {
+            g.snapshots
+                .iter()
+                .find(|s| s.rv == rv && s.key == key && s.ns.as_deref() == ns)
+                .map(|s| s.items.clone())
+        });
+        // (page, whether objects follow, objects from the start on, a snapshot to keep for the next page)
+        let (items, more, from_start, new_snapshot) = match kept {
+            Some(snapshot) => {
+                let rest = &snapshot[snapshot.partition_point(before_start)..];
+                let (items, more) = take(rest.iter(), &filter, limit);
+                (items, more, rest.len(), None)
             }
-            return Ok(page);
-        };
-        let rv = from.rv.unwrap_or(current);
-        let found = g
-            .snapshots
-            .iter()
-            .find(|s| s.rv == rv && s.key == key && s.ns.as_deref() == ns)
-            .map(|s| s.items.clone());
-        let (items, fresh) = match found {
-            Some(items) => (items, false),
-            // Nothing in the resource changed since `rv`: the live state is the state at `rv`.
-            None if from.rv.is_none() || kind.changed <= rv => {
-                (ordered(kind, ns).cloned().collect::<Arc<[Object]>>(), true)
+            // A first page, or nothing in the resource changed since `rv`: the live objects are the state at
+            // `rv`. A snapshot is taken only if a continuation will need it.
+            None if from.is_none_or(|c| c.rv.is_none() || kind.changed <= rv) => {
+                let live = ordered(kind, ns).skip_while(|o| before_start(o));
+                let (items, more) = take(live, &filter, limit);
+                if more {
+                    let snapshot: Arc<[Object]> = ordered(kind, ns).cloned().collect();
+                    let from_start = snapshot.len() - snapshot.partition_point(before_start);
+                    (items, more, from_start, Some(snapshot))
+                } else {
+                    (items, more, 0, None)
+                }
             }
             None => {
                 return Err(Expired {
-                    start: from.start.clone(),
+                    start: start.to_string(),
                 });
             }
         };
-        let at = items.partition_point(|o| cmp_key(o, scoped, &from.start) == Ordering::Less);
-        let rest = items.get(at..).unwrap_or_default();
-        let (page_items, more) = take(rest.iter(), &filter, limit);
-        let next = if more {
-            page_items.last().map(|o| Cursor {
-                rv: Some(rv),
-                start: format!("{}\0", key_of(o, scoped)),
-            })
-        } else {
-            None
-        };
-        if more && fresh {
-            keep(&mut g.snapshots, key, ns, rv, items.clone());
-        } else if !more {
+        if let Some(snapshot) = new_snapshot {
+            keep(&mut g.snapshots, key, ns, rv, snapshot);
+        } else if !more && from.is_some() {
             // The list is complete: its snapshot is not needed again (a client reusing an earlier token is
             // served while the resource is unchanged, and expired otherwise, as after a compaction).
             g.snapshots
                 .retain(|s| !(s.rv == rv && s.key == key && s.ns.as_deref() == ns));
         }
+        let next = items.last().filter(|_| more).map(|o| Cursor {
+            rv: Some(rv),
+            start: format!("{}\0", key_of(o, scoped)),
+        });
         Ok(Page {
             remaining: if more {
-                rest.len().saturating_sub(limit) as u64
+                from_start.saturating_sub(limit) as u64
             } else {
                 0
             },
-            items: page_items,
+            items,
             rv,
             next,
         })

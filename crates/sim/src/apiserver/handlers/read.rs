@@ -56,8 +56,6 @@ impl ApiServer {
         if let Some(rv) = asked.filter(|rv| *rv > current) {
             return Err(paging::too_large(rv, current));
         }
-        let selectors = req.q("labelSelector").is_some_and(|s| !s.is_empty())
-            || req.q("fieldSelector").is_some_and(|s| !s.is_empty());
         let page = match self.store().list_page(
             &req.rt.key(),
             req.ns.as_deref(),
@@ -69,7 +67,7 @@ impl ApiServer {
             Err(_) if paging.exact => return Err(paging::too_old()),
             Err(gone) => return Ok(paging::expired(gone.start)),
         };
-        let meta = paging::list_meta(&page, selectors);
+        let meta = paging::list_meta(&page, !sel.is_empty());
         if req.wants_table() {
             let values: Vec<Value> = page
                 .items
