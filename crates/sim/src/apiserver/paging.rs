@@ -5,7 +5,7 @@
 //! `K` the key to resume at; `"rv":-1` continues at the latest state. kube-apiserver ignores `limit` when
 //! `resourceVersion=0` (the watch cache then serves the whole list: client-go informers list that way) and
 //! refuses `resourceVersion` (other than 0) next to `continue`. An exact list (`resourceVersionMatch=Exact`,
-//! or a resourceVersion with a limit, as client-go's reflector relists) reads the state at that version: a
+//! or the legacy form: a resourceVersion with a limit) reads the state at that version: a
 //! kept snapshot, or the live state if the resource has not changed since; otherwise `410 Expired`, which
 //! kube-apiserver answers once etcd has compacted the version (the sim keeps no older states).
 
