@@ -37,6 +37,8 @@ pub struct Config {
     /// the reconcile's own task, which a simulated run needs to replay from its seed (a blocking-pool thread
     /// finishes at a real-time instant, so where its result lands among the runtime's other tasks varies).
     pub plan_on_blocking_pool: bool,
+    /// Runs each reconcile's body on an embedder's executor instead of kube-runtime's task (see `offload`).
+    pub offload: Option<Arc<dyn crate::offload::Offload>>,
 }
 
 impl Default for Config {
@@ -52,6 +54,7 @@ impl Default for Config {
             cache_sync_timeout: Duration::from_secs(30),
             initial_list: Default::default(),
             plan_on_blocking_pool: true,
+            offload: None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod initial_list;
 pub mod leader;
 pub mod lenient;
 pub mod metrics;
+pub mod offload;
 pub mod predownload;
 pub mod ratelimit;
 pub mod reconcile;

@@ -17,7 +17,7 @@ use crate::events::EventSink;
 use crate::expectations::Expectations;
 use crate::health::Health;
 use crate::lenient::{self, Lenient, Placeholder, Reporter};
-use crate::reconcile::{error_policy, reconcile};
+use crate::reconcile::error_policy;
 use crate::stored::StoredCloneSet;
 use crate::{Clock, Config, Context, Metrics};
 
@@ -260,6 +260,7 @@ pub async fn run_with(
         }
         None => (None, futures::future::pending::<()>().boxed()),
     };
+    let reconciler = crate::offload::reconciler(config.offload.clone());
     let controller = Controller::for_stream(cs_stream, cs_store)
         .with_config(controller::Config::default().concurrency(config.workers));
     let ctx = Arc::new(Context {
@@ -289,7 +290,7 @@ pub async fn run_with(
         .watches_stream(rev_stream, |r| owning_clonesets(&r))
         .watches_stream(pvc_stream, |c| owning_clonesets(&c))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconciler, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");

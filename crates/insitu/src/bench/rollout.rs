@@ -74,6 +74,10 @@ pub struct BenchArgs {
     /// Give up after this many cluster seconds (per phase).
     #[arg(long, default_value_t = 3600)]
     pub timeout: u64,
+    /// Run the controller on the cluster's one runtime thread instead of in turns on the second core (the
+    /// layout before session 22, to compare).
+    #[arg(long)]
+    pub controller_on_cluster_thread: bool,
 }
 
 pub fn main(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -221,7 +225,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         events: !args.no_events,
         ..Config::default()
     };
-    let (controller, stop_tx) = simtime::spawn_controller(client.clone(), config, &clock, metrics.clone());
+    let placement = if args.controller_on_cluster_thread {
+        simtime::Placement::Shared
+    } else {
+        simtime::Placement::SecondCore
+    };
+    let (controller, stop_tx) =
+        simtime::spawn_controller(client.clone(), config, &clock, metrics.clone(), placement);
     let css: Api<CloneSet> = Api::namespaced(client.clone(), "default");
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut cs_events = Box::pin(

@@ -400,8 +400,13 @@ pub async fn run(args: SeedCompareArgs) -> anyhow::Result<SeedCompareReport> {
         .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (controller, stop_tx) =
-        simtime::spawn_controller(client.clone(), Config::default(), &clock, metrics.clone());
+    let (controller, stop_tx) = simtime::spawn_controller(
+        client.clone(),
+        Config::default(),
+        &clock,
+        metrics.clone(),
+        simtime::Placement::Shared,
+    );
     let ctx = Ctx {
         client,
         cluster,

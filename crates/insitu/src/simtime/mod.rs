@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use insitu_sim::Clock as _;
 
+pub mod turns;
+
 /// Adapts the sim clock to the controller's `Clock`, so both read the same (virtual) time.
 pub struct SharedClock(pub Arc<insitu_sim::SimClock>);
 
@@ -38,6 +40,26 @@ pub fn spawn_pacer(speed: f64) {
     });
 }
 
+/// Where the in-process controller's work runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// On the cluster's runtime thread, as one more task.
+    #[default]
+    Shared,
+    /// In turns on the second core ([`turns`]), still on the cluster's virtual clock.
+    SecondCore,
+}
+
+/// Reconciles in turns on the second core (kube-runtime would spawn them on the cluster's thread).
+#[derive(Debug)]
+struct SecondCore;
+
+impl insitu_controller::offload::Offload for SecondCore {
+    fn spawn(&self, task: futures::future::BoxFuture<'static, ()>) {
+        turns::spawn(task);
+    }
+}
+
 /// Starts the controller in-process on the simulated cluster's clock. Sending on (or dropping) the returned
 /// sender shuts it down; the handle ends when it has.
 pub fn spawn_controller(
@@ -45,9 +67,14 @@ pub fn spawn_controller(
     config: insitu_controller::Config,
     clock: &Arc<insitu_sim::SimClock>,
     metrics: Arc<insitu_controller::Metrics>,
+    placement: Placement,
 ) -> (tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let handle = tokio::spawn(insitu_controller::run(
+    let mut config = config;
+    if placement == Placement::SecondCore {
+        config.offload = Some(Arc::new(SecondCore));
+    }
+    let controller = insitu_controller::run(
         client,
         config,
         Arc::new(SharedClock(clock.clone())),
@@ -55,6 +82,10 @@ pub fn spawn_controller(
         async move {
             let _ = stop_rx.await;
         },
-    ));
+    );
+    let handle = match placement {
+        Placement::Shared => tokio::spawn(controller),
+        Placement::SecondCore => turns::spawn_joined(controller),
+    };
     (handle, stop_tx)
 }
