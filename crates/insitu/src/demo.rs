@@ -162,13 +162,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (controller, stop_tx) = simtime::spawn_controller(
-        client.clone(),
-        Config::default(),
-        &clock,
-        metrics.clone(),
-        simtime::Placement::Shared,
-    );
+    let (controller, stop_tx) =
+        simtime::spawn_controller(client.clone(), Config::default(), &clock, metrics.clone());
     let wall = Instant::now();
     let t0 = clock.now();
     let elapsed = |clock: &insitu_sim::SimClock| clock.now().duration_since(t0).as_secs_f64();

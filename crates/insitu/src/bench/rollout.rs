@@ -231,7 +231,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         simtime::Placement::SecondCore
     };
     let (controller, stop_tx) =
-        simtime::spawn_controller(client.clone(), config, &clock, metrics.clone(), placement);
+        simtime::spawn_controller_placed(client.clone(), config, &clock, metrics.clone(), placement);
     let css: Api<CloneSet> = Api::namespaced(client.clone(), "default");
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut cs_events = Box::pin(

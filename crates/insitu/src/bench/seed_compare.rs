@@ -400,13 +400,8 @@ pub async fn run(args: SeedCompareArgs) -> anyhow::Result<SeedCompareReport> {
         .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
     let metrics = Arc::new(Metrics::new());
-    let (controller, stop_tx) = simtime::spawn_controller(
-        client.clone(),
-        Config::default(),
-        &clock,
-        metrics.clone(),
-        simtime::Placement::Shared,
-    );
+    let (controller, stop_tx) =
+        simtime::spawn_controller(client.clone(), Config::default(), &clock, metrics.clone());
     let ctx = Ctx {
         client,
         cluster,

@@ -41,10 +41,9 @@ pub fn spawn_pacer(speed: f64) {
 }
 
 /// Where the in-process controller's work runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     /// On the cluster's runtime thread, as one more task.
-    #[default]
     Shared,
     /// In turns on the second core ([`turns`]), still on the cluster's virtual clock.
     SecondCore,
@@ -60,17 +59,26 @@ impl insitu_controller::offload::Offload for SecondCore {
     }
 }
 
-/// Starts the controller in-process on the simulated cluster's clock. Sending on (or dropping) the returned
-/// sender shuts it down; the handle ends when it has.
+/// Starts the controller in-process on the simulated cluster's clock, on the cluster's thread. Sending on (or
+/// dropping) the returned sender shuts it down; the handle ends when it has.
 pub fn spawn_controller(
     client: kube::Client,
     config: insitu_controller::Config,
     clock: &Arc<insitu_sim::SimClock>,
     metrics: Arc<insitu_controller::Metrics>,
+) -> (tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+    spawn_controller_placed(client, config, clock, metrics, Placement::Shared)
+}
+
+/// [`spawn_controller`], with the controller's work where `placement` says.
+pub fn spawn_controller_placed(
+    client: kube::Client,
+    mut config: insitu_controller::Config,
+    clock: &Arc<insitu_sim::SimClock>,
+    metrics: Arc<insitu_controller::Metrics>,
     placement: Placement,
 ) -> (tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut config = config;
     if placement == Placement::SecondCore {
         config.offload = Some(Arc::new(SecondCore));
     }
