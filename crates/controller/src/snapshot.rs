@@ -46,7 +46,7 @@ struct Owned {
     /// To find the CloneSet in the store (pruning).
     namespace: String,
     name: String,
-    /// `selector_fingerprint` of the selector the summaries were made with.
+    /// `cloneset_fingerprint` of the CloneSet (selector, uid, name) the summaries were made for.
     selector: u64,
     /// Sorted by pod name (`PodSummary::name_cmp`), the order `plan()` wants: then it sorts nothing.
     summaries: Arc<Vec<PodSummary>>,
@@ -81,7 +81,7 @@ impl SummaryCache {
         Arc<K>: Into<PodRef>,
     {
         let uid = cs.uid().unwrap_or_default();
-        let summariser = Summariser::new(&cs.spec.selector);
+        let summariser = Summariser::for_cloneset(cs);
         let fingerprint = summariser.fingerprint();
         // Taken out while it is worked on, so other CloneSets' snapshots do not wait (kube-runtime never
         // reconciles one object twice at once; if it did, the second would only summarise everything).
@@ -226,7 +226,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[PodSummary]) -> NodeLabels 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use insitu_core::summary::selector_fingerprint;
+    use insitu_core::summary::cloneset_fingerprint;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
@@ -331,8 +331,10 @@ mod tests {
         cs.spec.selector = serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap();
         let (s4, r) = cache.refresh(&cs, &all, owned_by_cs);
         assert_eq!(r, Refreshed { reused: 0, made: 5 });
-        let fp = selector_fingerprint(&cs.spec.selector);
+        let fp = cloneset_fingerprint(&cs);
         assert!(s4.iter().all(|s| s.selected_by(fp).is_some()));
+        // And whose each pod is, for the claim step.
+        assert!(s4.iter().all(|s| s.owner_by(fp).is_some()));
         same_plan(&cs, &s4);
 
         cache.prune(|_, _, uid| uid != "cs-uid");

@@ -233,7 +233,10 @@ impl<'a> Planner<'a> {
         let now = self.s.now;
 
         let selector = Selector::new(&spec.selector);
-        let fingerprint = summary::selector_fingerprint(&spec.selector);
+        // Summaries the controller made for this CloneSet answer the selector and owner questions (see
+        // `Summariser::for_cloneset`); any others are answered here from the labels and references.
+        let summariser = summary::Summariser::for_cloneset(cs);
+        let fingerprint = summariser.fingerprint();
         // The caller's summaries when they are the pods (`pods` empty) or those of `pods` (see
         // `Snapshot::summaries`), else made here (one pass per pod: summary and selector check together,
         // see PodSummary::build).
@@ -251,7 +254,7 @@ impl<'a> Planner<'a> {
                     .s
                     .pods
                     .iter()
-                    .map(|p| PodSummary::build(p.clone().into(), Some((&selector, fingerprint))))
+                    .map(|p| summariser.summarise(p.clone()))
                     .collect();
                 &made
             }
@@ -292,8 +295,10 @@ impl<'a> Planner<'a> {
             let selected = sm
                 .selected_by(fingerprint)
                 .unwrap_or_else(|| selector.matches(sm.labels()));
-            let pod_deleting = sm.meta().deletion_timestamp.is_some();
-            match claim::claim(claimer.owner(sm.meta()), selected, cs_deleting, pod_deleting) {
+            let owner = sm
+                .owner_by(fingerprint)
+                .unwrap_or_else(|| claimer.owner(sm.meta()));
+            match claim::claim(owner, selected, cs_deleting, sm.deleting()) {
                 Claim::Keep => {}
                 Claim::Ignore => continue,
                 Claim::Release => {
