@@ -11,18 +11,22 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use insitu_api::{CloneSet, keys};
+use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::claim::{Claimer, Owner};
-use crate::inplace;
+use crate::claim::Owner;
 use crate::packed::PackedPod;
-use crate::pods::{self, Lc};
+use crate::pods::Lc;
 use crate::revision::{self, short_hash};
-use crate::selector::Selector;
 use crate::strmap::Entries;
+
+mod facts;
+mod summariser;
+
+pub(crate) use facts::InFlight;
+pub use summariser::{Summariser, cloneset_fingerprint, selector_fingerprint};
 
 /// The pod a summary describes: a whole `Pod`, or a `PackedPod` (metadata at hand, spec and status decoded
 /// when asked for), as a controller's lean cache keeps them.
@@ -175,54 +179,6 @@ pub struct Intrinsics {
     owner: Option<Owner>,
 }
 
-/// Kruise's in-place completion check on this pod version, made once per version (it reads nothing but
-/// the pod) and only where the planner's Refresh step asks for it: a state annotation, no grace period,
-/// and an update that may be in flight (lifecycle `Updating`, or `InPlaceUpdateReady` not True). A plan
-/// with thousands of pods mid-update then parses no JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InFlight {
-    /// Not checked: no state, a grace period, or a settled pod.
-    Unchecked,
-    /// The state annotation does not parse.
-    Invalid,
-    /// Some container recorded in the state has not restarted with its new image yet.
-    Waiting,
-    /// Env from metadata waits for a node agent that never reported on this pod (no
-    /// `apps.kruise.io/runtime-containers-meta`): without kruise-daemon nothing restarts the containers.
-    NoNodeAgent,
-    /// The resize waits on the kubelet's `PodResizePending` (Deferred / Infeasible): Kruise waits too.
-    ResizePending,
-    /// Every container of the last batch is updated and no batch is left.
-    Done,
-    /// The last batch is updated and another batch of containers waits (`nextContainerImages`,
-    /// `nextContainerResources`).
-    NextBatch,
-}
-
-impl InFlight {
-    pub(crate) fn check(pod: &Pod, state: &str) -> InFlight {
-        match inplace::parse_state(state) {
-            Err(_) => InFlight::Invalid,
-            Ok(st) => match inplace::containers_completed(pod, &st) {
-                Err(_) if st.update_resources && crate::vertical::resize_pending(pod).is_some() => {
-                    InFlight::ResizePending
-                }
-                Err(_)
-                    if st.update_env_from_metadata
-                        && !pod.metadata.annotations.as_ref().is_some_and(|a| {
-                            a.contains_key(insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION)
-                        }) =>
-                {
-                    InFlight::NoNodeAgent
-                }
-                Err(_) => InFlight::Waiting,
-                Ok(()) if !inplace::has_next_batch(&st) => InFlight::Done,
-                Ok(()) => InFlight::NextBatch,
-            },
-        }
-    }
-}
-
 /// `*_ns` of an absent time: nanoseconds of a `Timestamp` never reach it (|ns| < 10⁹).
 const NO_TIME: i32 = i32::MIN;
 
@@ -322,291 +278,12 @@ impl NamePrefix {
     }
 }
 
-/// A stable fingerprint of a label selector (FNV-1a 64 over its length-prefixed keys, operators and
-/// values), so a summary can say which selector its `selected` answers for.
-pub fn selector_fingerprint(sel: &LabelSelector) -> u64 {
-    fn feed(h: &mut u64, s: &[u8]) {
-        for b in (s.len() as u64).to_le_bytes().iter().chain(s) {
-            *h ^= u64::from(*b);
-            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (k, v) in sel.match_labels.iter().flatten() {
-        feed(&mut h, k.as_bytes());
-        feed(&mut h, v.as_bytes());
-    }
-    // Separates the two lists (a length prefix no string can start with).
-    feed(&mut h, b"\xff matchExpressions");
-    for e in sel.match_expressions.iter().flatten() {
-        feed(&mut h, e.key.as_bytes());
-        feed(&mut h, e.operator.as_bytes());
-        let values = e.values.as_deref().unwrap_or_default();
-        feed(&mut h, &(values.len() as u64).to_le_bytes());
-        for v in values {
-            feed(&mut h, v.as_bytes());
-        }
-    }
-    h
-}
-
-/// `selector_fingerprint` of the CloneSet's selector, extended with its uid and name: what summaries made
-/// by `Summariser::for_cloneset` answer for (whether the selector selects the pod, and whose the pod is).
-pub fn cloneset_fingerprint(cs: &CloneSet) -> u64 {
-    let mut h = selector_fingerprint(&cs.spec.selector);
-    for part in [
-        "\u{ff} owner".as_bytes(),
-        cs.metadata.uid.as_deref().unwrap_or_default().as_bytes(),
-        cs.metadata.name.as_deref().unwrap_or_default().as_bytes(),
-    ] {
-        for b in (part.len() as u64).to_le_bytes().iter().chain(part) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
-}
-
-/// `PodSummary::with_selector` for many pods: the selector is prepared (and fingerprinted) once. Made
-/// `for_cloneset`, it also records each pod's owner relation to that CloneSet.
-pub struct Summariser<'a> {
-    selector: Selector<'a>,
-    claimer: Option<Claimer<'a>>,
-    fingerprint: u64,
-}
-
-impl<'a> Summariser<'a> {
-    pub fn new(selector: &'a LabelSelector) -> Self {
-        Summariser {
-            selector: Selector::new(selector),
-            claimer: None,
-            fingerprint: selector_fingerprint(selector),
-        }
-    }
-
-    /// For the pods of `cs`: its selector's answer and the claim's owner question, fingerprinted by
-    /// `cloneset_fingerprint`. What the controller caches, made once per pod version.
-    pub fn for_cloneset(cs: &'a CloneSet) -> Self {
-        Summariser {
-            selector: Selector::new(&cs.spec.selector),
-            claimer: Some(Claimer::new(cs)),
-            fingerprint: cloneset_fingerprint(cs),
-        }
-    }
-
-    /// `selector_fingerprint` of the selector (`new`), `cloneset_fingerprint` of the CloneSet (`for_cloneset`).
-    pub fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-
-    pub fn summarise(&self, pod: impl Into<PodRef>) -> PodSummary {
-        PodSummary::build(pod.into(), Some(self))
-    }
-}
-
 /// The value of annotation `key`, else of `old`, when not empty (Kruise reads the new key first).
 fn annotation_or_old<'p>(annotations: Entries<'p>, key: &str, old: &str) -> Option<&'p str> {
     annotations
         .get(key)
         .or_else(|| annotations.get(old))
         .filter(|s| !s.is_empty())
-}
-
-impl PodSummary {
-    /// The summary of `pod`, without a selector answer (the planner then reads the labels for it).
-    pub fn new(pod: impl Into<PodRef>) -> Self {
-        Self::build(pod.into(), None)
-    }
-
-    /// The summary of `pod`, also recording whether `selector` selects it (what a controller that knows
-    /// the owning CloneSet builds: its selector cannot change, so the answer holds for the pod version).
-    /// For many pods, `Summariser` prepares the selector once.
-    pub fn with_selector(pod: impl Into<PodRef>, selector: &LabelSelector) -> Self {
-        Summariser::new(selector).summarise(pod)
-    }
-
-    /// The summary of `pod`, with the answer of `selector` if given. A packed pod brings its intrinsics
-    /// (made when it was packed): nothing is decoded.
-    pub(crate) fn build(pod: PodRef, summariser: Option<&Summariser>) -> Self {
-        let mut facts = match &pod {
-            PodRef::Full(p) => Intrinsics::of(p),
-            PodRef::Packed(p) => p.intrinsics,
-        };
-        if let Some(s) = summariser {
-            facts.selector = s.fingerprint;
-            facts.has_selector = true;
-            facts.selected = selects(&s.selector, pod.labels());
-            facts.owner = s.claimer.as_ref().map(|c| c.owner(pod.meta()));
-        }
-        PodSummary { pod, facts }
-    }
-}
-
-/// Whether `sel` selects a pod with `labels`. matchLabels pairs met are counted; keys are distinct on both
-/// sides, so all met ⇔ count == len. Both are sorted by key, so they are walked together (a merge): once the
-/// selector's keys are behind, the remaining labels cost nothing.
-fn selects(sel: &Selector, labels: Entries<'_>) -> bool {
-    let selector_labels = sel.match_labels();
-    let mut selector_next = selector_labels.iter().peekable();
-    let mut selector_met = 0;
-    for (k, v) in labels.iter() {
-        while let Some(&&(sk, sv)) = selector_next.peek() {
-            match sk.cmp(k) {
-                // A selector key this pod does not have: the pod is not selected.
-                Ordering::Less => {
-                    selector_next.next();
-                }
-                Ordering::Equal => {
-                    selector_met += usize::from(sv == v);
-                    selector_next.next();
-                    break;
-                }
-                Ordering::Greater => break,
-            }
-        }
-        if selector_next.peek().is_none() {
-            break;
-        }
-    }
-    selector_met == selector_labels.len() && sel.matches_expressions(labels)
-}
-
-impl Intrinsics {
-    /// One pass over labels, annotations and conditions each. It borrows (no allocation), reads only the
-    /// keys it knows (a `str` match compares lengths first, so unrelated keys are skipped without touching
-    /// their bytes) and parses only the in-place state of a pod whose update may be in flight (`InFlight`).
-    /// No selector answer (`has_selector` false).
-    pub fn of(whole: &Pod) -> Intrinsics {
-        let meta = &whole.metadata;
-        let status = whole.status.as_ref();
-        // The phase, read once: (terminated, running, k8s podPhaseToOrdinal: Pending 0, Unknown 1, Running 2).
-        let (terminated, running, phase_ord) = match status.and_then(|s| s.phase.as_deref()) {
-            Some("Succeeded" | "Failed") => (true, false, 0),
-            Some("Running") => (false, true, 2),
-            Some("Unknown") => (false, false, 1),
-            _ => (false, false, 0),
-        };
-        let active = !terminated && meta.deletion_timestamp.is_none();
-
-        // `if let` + plain loops rather than `iter().flatten()` over the `Option`s: the flatten adapter
-        // costs more per element than the match itself.
-        let (mut lifecycle, mut revision, mut specified_label, mut has_template_hash) =
-            ("", "", false, false);
-        if let Some(labels) = &meta.labels {
-            for (k, v) in labels {
-                match k.as_str() {
-                    keys::LIFECYCLE_STATE_LABEL => lifecycle = v,
-                    keys::CONTROLLER_REVISION_HASH_LABEL => revision = v,
-                    keys::SPECIFIED_DELETE_LABEL => specified_label = true,
-                    keys::POD_TEMPLATE_HASH_LABEL => has_template_hash = true,
-                    _ => {}
-                }
-            }
-        }
-        let (mut grace, mut grace_old, mut state, mut state_old, mut deletion_cost) =
-            (None, None, None, None, 0);
-        if let Some(annotations) = &meta.annotations {
-            for (k, v) in annotations {
-                match k.as_str() {
-                    keys::INPLACE_UPDATE_GRACE_ANNOTATION => grace = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_GRACE_ANNOTATION_OLD => grace_old = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_STATE_ANNOTATION => state = Some(v.as_str()),
-                    keys::INPLACE_UPDATE_STATE_ANNOTATION_OLD => state_old = Some(v.as_str()),
-                    keys::POD_DELETION_COST_ANNOTATION => deletion_cost = pods::deletion_cost(v),
-                    _ => {}
-                }
-            }
-        }
-        let (mut ready, mut ready_since, mut ipu, mut has_kruise_ready) = (false, None, None, false);
-        let mut kruise_ready_clean = false;
-        if let Some(conditions) = status.and_then(|s| s.conditions.as_ref()) {
-            for c in conditions {
-                match c.type_.as_str() {
-                    "Ready" => {
-                        ready = c.status == "True";
-                        ready_since = if ready {
-                            c.last_transition_time.as_ref().map(|t| t.0)
-                        } else {
-                            None
-                        };
-                    }
-                    keys::INPLACE_UPDATE_READY => ipu = Some(c.status == "True"),
-                    keys::KRUISE_POD_READY => {
-                        has_kruise_ready = true;
-                        kruise_ready_clean =
-                            c.status == "True" && c.message.as_deref().is_none_or(str::is_empty);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let (mut has_ipu_gate, mut has_kruise_gate) = (false, false);
-        for g in whole.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten()) {
-            match g.condition_type.as_str() {
-                keys::INPLACE_UPDATE_READY => has_ipu_gate = true,
-                keys::KRUISE_POD_READY => has_kruise_gate = true,
-                _ => {}
-            }
-        }
-        let restarts = status
-            .and_then(|s| s.container_statuses.as_ref())
-            .map_or(0, |cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0));
-        let node_assigned = whole
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let (ready_since_s, ready_since_ns) = pack(ready_since);
-        // As `grace()` and `state()` read them: the new key first, then the old one, never empty.
-        let has_grace = grace.or(grace_old).is_some_and(|s| !s.is_empty());
-        let state = state.or(state_old).filter(|s| !s.is_empty());
-        let lc = Lc::parse(lifecycle);
-        // The planner's Refresh condition (`Planner::refresh`).
-        let may_change = lc == Lc::Updating || ipu != Some(true);
-        let in_flight = match state {
-            Some(st) if !has_grace && may_change => InFlight::check(whole, st),
-            _ => InFlight::Unchecked,
-        };
-        let has_revision = !revision.is_empty();
-        let (revision, name, created) = (
-            ShortHash::of(revision),
-            NamePrefix::of(meta.name.as_deref().unwrap_or("")),
-            pack(meta.creation_timestamp.as_ref().map(|t| t.0)),
-        );
-        let (created_s, created_ns) = created;
-        Intrinsics {
-            ready_since_s,
-            created_s,
-            ready_since_ns,
-            created_ns,
-            selector: 0,
-            has_selector: false,
-            deletion_cost,
-            restarts,
-            revision,
-            name,
-            lc,
-            phase_ord,
-            ipu,
-            active,
-            ready,
-            update_ready: running && ready && ipu.unwrap_or(true),
-            has_kruise_ready,
-            kruise_ready_clean,
-            has_kruise_gate,
-            has_ipu_gate,
-            specified_label,
-            has_template_hash,
-            node_assigned,
-            has_revision,
-            has_grace,
-            has_state: state.is_some(),
-            in_flight,
-            selected: false,
-            deleting: meta.deletion_timestamp.is_some(),
-            owner: None,
-        }
-    }
 }
 
 impl PodSummary {
@@ -801,6 +478,9 @@ impl PodSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::claim::Claimer;
+    use insitu_api::CloneSet;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use serde_json::json;
 
     fn owned_pod(refs: &[(&str, &str, Option<bool>)], deleting: bool) -> Pod {
