@@ -10,15 +10,17 @@ use crate::claim::Claimer;
 use crate::selector::Selector;
 use crate::strmap::Entries;
 
+/// Feeds `s`, length-prefixed, into the FNV-1a 64 hash `h`.
+fn feed(h: &mut u64, s: &[u8]) {
+    for b in (s.len() as u64).to_le_bytes().iter().chain(s) {
+        *h ^= u64::from(*b);
+        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+}
+
 /// A stable fingerprint of a label selector (FNV-1a 64 over its length-prefixed keys, operators and
 /// values), so a summary can say which selector its `selected` answers for.
 pub fn selector_fingerprint(sel: &LabelSelector) -> u64 {
-    fn feed(h: &mut u64, s: &[u8]) {
-        for b in (s.len() as u64).to_le_bytes().iter().chain(s) {
-            *h ^= u64::from(*b);
-            *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for (k, v) in sel.match_labels.iter().flatten() {
         feed(&mut h, k.as_bytes());
@@ -47,10 +49,7 @@ pub fn cloneset_fingerprint(cs: &CloneSet) -> u64 {
         cs.metadata.uid.as_deref().unwrap_or_default().as_bytes(),
         cs.metadata.name.as_deref().unwrap_or_default().as_bytes(),
     ] {
-        for b in (part.len() as u64).to_le_bytes().iter().chain(part) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        feed(&mut h, part);
     }
     h
 }
