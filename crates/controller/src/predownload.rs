@@ -5,9 +5,12 @@
 //! are on and the server serves `imagepulljobs.apps.kruise.io/v1beta1` (Kruise `DiscoverGVK` at start). Who pulls
 //! is not our business: Kruise's ImagePullJob controller with kruise-daemon, or `insitu nodes` in the simulator.
 
+use std::sync::Arc;
+
 use futures::{FutureExt, StreamExt};
 use insitu_api::CloneSet;
 use insitu_core::predownload::{self, Input};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -74,21 +77,41 @@ impl ImagePullJobs {
     }
 }
 
-/// Kruise's pre-download step for one CloneSet, before its pods are scaled and updated. Errors are logged and
-/// evented, never fail the reconcile (Kruise logs them and goes on).
-pub async fn sync(ctx: &Context, cs: &CloneSet, current: &str, update: &str) {
+/// Kruise's pre-download step for one CloneSet, after the round's revision writes and before its pods are
+/// scaled and updated. Errors are logged and evented, never fail the reconcile (Kruise logs them and goes on).
+///
+/// `created` are the revisions this round just created: Kruise's `getActiveRevisions` creates the update
+/// revision and `createImagePullJobsForInPlaceUpdate` uses it in the same round, so the jobs exist as soon as
+/// the rollout starts, not one reconcile later when the cache shows the revision (Kruise's e2e gives them 3 s
+/// after the CloneSet reports `Updated`).
+pub async fn sync(
+    ctx: &Context,
+    cs: &CloneSet,
+    current: &str,
+    update: &str,
+    created: &[&ControllerRevision],
+) {
     let Some(jobs) = &ctx.image_pull_jobs else { return };
     if jobs.store.wait_until_ready().now_or_never().is_none() {
         return; // not synced yet: the next reconcile does it
     }
     let ns = cs.namespace().unwrap_or_default();
     let uid = cs.uid().unwrap_or_default();
-    let find = |name: &str| {
-        ctx.revisions.state().into_iter().find(|r| {
-            r.metadata.namespace.as_deref() == Some(ns.as_str())
-                && r.metadata.name.as_deref() == Some(name)
-                && r.owner_references().iter().any(|o| o.uid == uid)
-        })
+    let find = |name: &str| -> Option<Arc<ControllerRevision>> {
+        ctx.revisions
+            .state()
+            .into_iter()
+            .find(|r| {
+                r.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && r.metadata.name.as_deref() == Some(name)
+                    && r.owner_references().iter().any(|o| o.uid == uid)
+            })
+            .or_else(|| {
+                created
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(name))
+                    .map(|r| Arc::new((*r).clone()))
+            })
     };
     let (cur, upd) = (find(current), find(update));
     let owned = jobs.owned_by(&ns, &uid);
@@ -129,8 +152,7 @@ pub async fn sync(ctx: &Context, cs: &CloneSet, current: &str, update: &str) {
         }
     }
     if let Some((rev, label)) = &p.label_revision {
-        let revs: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
-            Api::namespaced(ctx.client.clone(), &ns);
+        let revs: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
         let patch = json!({"metadata": {"labels": {*label: "true"}}});
         ctx.metrics.write("patch", "controllerrevisions");
         if let Err(e) = revs

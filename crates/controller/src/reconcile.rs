@@ -143,8 +143,6 @@ async fn reconcile_round(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action,
     for line in &plan.explanation {
         tracing::debug!(cloneset = %key, "{line}");
     }
-    // Kruise: pre-download for the new revision before scaling and updating (its own errors never fail the round).
-    crate::predownload::sync(&ctx, &cs, &plan.current_revision, &plan.update_revision).await;
     let started = Instant::now();
     let result = execute::execute(&ctx, &cs, &plan).await;
     // Timings for latency work (e.g. Kruise specs that give status.replicas 3 s): what the round wrote, how long.

@@ -7,12 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::{Harness, cloneset, run};
+use futures::{StreamExt, TryStreamExt};
 use insitu_controller::Config;
 use insitu_core::FeatureGates;
 use insitu_sim::cluster::SimConfig;
 use insitu_sim::kubelet::{ImageProfile, ImageProfiles};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 
 const NEW: &str = "nginx:1.20.0";
@@ -63,11 +64,20 @@ async fn roll(executor: bool) -> (Vec<String>, Vec<String>, Value, u64) {
     h.create(&cs).await;
     h.wait_ready("web", 6, Some("nginx:1.19.0"), 300).await;
 
+    let before = h
+        .pods_api()
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
     h.set_image("web", NEW).await;
     let t0 = tokio::time::Instant::now();
     // The job pulls onto the 3 nodes at once (parallelism 3) and succeeds there.
     let jobs = jobs_api(&h);
     let mut status = Value::Null;
+    let mut job_rv = None;
     for _ in 0..120 {
         let list = jobs.list(&ListParams::default()).await.expect("list jobs");
         status = list
@@ -76,6 +86,8 @@ async fn roll(executor: bool) -> (Vec<String>, Vec<String>, Value, u64) {
             .and_then(|j| j.data.get("status").cloned())
             .unwrap_or(Value::Null);
         if !executor && !list.items.is_empty() {
+            assert_eq!(list.items.len(), 1, "one ImagePullJob for the one container");
+            job_rv = list.items[0].metadata.resource_version.clone();
             break;
         }
         if status.get("succeeded").and_then(Value::as_i64) == Some(3) {
@@ -86,6 +98,9 @@ async fn roll(executor: bool) -> (Vec<String>, Vec<String>, Value, u64) {
 
     h.wait_ready("web", 6, Some(NEW), 900).await;
     let took = t0.elapsed().as_secs();
+    if !executor {
+        created_before_any_pod_write(&h, &before, job_rv.as_ref()).await;
+    }
     let events: Api<Event> = Api::namespaced(h.client.clone(), "default");
     let evs = events.list(&ListParams::default()).await.expect("events").items;
     let pods = h.pods("web").await;
@@ -106,6 +121,36 @@ async fn roll(executor: bool) -> (Vec<String>, Vec<String>, Value, u64) {
     }
     h.stop();
     (pulled, present, status, took)
+}
+
+/// Kruise creates the ImagePullJob in the round that creates the update revision, before that round updates
+/// any pod: the job's creation comes before the first pod write of the rollout in the apiserver's order
+/// (the embedded apiserver's resourceVersions count its writes, as etcd's revisions do). With nothing executing
+/// the job, its resourceVersion (`job_rv`, as first listed) is the one it was created with.
+async fn created_before_any_pod_write(h: &Harness, before: &str, job_rv: Option<&String>) {
+    let rv =
+        |s: Option<&String>| -> u64 { s.and_then(|s| s.parse().ok()).expect("a numeric resourceVersion") };
+    let job_rv = rv(job_rv);
+    let mut stream = h
+        .pods_api()
+        .watch(&WatchParams::default(), before)
+        .await
+        .expect("watch pods")
+        .boxed();
+    let first = loop {
+        match stream.try_next().await.expect("watch event") {
+            Some(WatchEvent::Modified(p)) => break p,
+            Some(WatchEvent::Bookmark(_)) => continue,
+            other => panic!("unexpected first pod event of the rollout: {other:?}"),
+        }
+    };
+    let pod_rv = rv(first.metadata.resource_version.as_ref());
+    assert!(
+        job_rv < pod_rv,
+        "the ImagePullJob (resourceVersion {job_rv}) was created after the rollout's first pod write \
+         ({pod_rv}, pod {:?})",
+        first.metadata.name
+    );
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Executes a plan: each action becomes one API write (plus a re-read on conflict), recorded as an expectation.
 //!
-//! Order: PVC cleanup and revisions first (pods reference them), then pod creations in Kruise's slow-start
-//! batches (each pod after its PVCs), then per-pod chains run concurrently (actions on one pod stay in order,
-//! e.g. InPlaceUpdateReady=False before the pod PUT, a pod's delete before its PVCs'), then spec fixes. The
-//! first failure ends the round; the next reconcile re-plans from fresh caches.
+//! Order: PVC cleanup and revisions first (pods reference them), then image pre-download for the update
+//! revision (`predownload`), then pod creations in Kruise's slow-start batches (each pod after its PVCs), then
+//! per-pod chains run concurrently (actions on one pod stay in order, e.g. InPlaceUpdateReady=False before the
+//! pod PUT, a pod's delete before its PVCs'), then spec fixes. The first failure ends the round; the next
+//! reconcile re-plans from fresh caches.
 
 mod claim;
 mod conditions;
@@ -22,6 +23,7 @@ use futures::stream::FuturesUnordered;
 use insitu_api::CloneSet;
 use insitu_core::plan::UpdateReason;
 use insitu_core::{Action, PackedPod, Plan};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -95,6 +97,17 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
             Action::TruncatePodsToDelete { .. } => tail.push(action),
         }
     }
+    // Kruise: pre-download for the new revision once it exists, before scaling and updating (its own errors
+    // never fail the round).
+    let created: Vec<&ControllerRevision> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateRevision { revision } => Some(&**revision),
+            _ => None,
+        })
+        .collect();
+    crate::predownload::sync(ctx, cs, &plan.current_revision, &plan.update_revision, &created).await;
     if !pvcs_of_next_pod.is_empty() {
         // PVCs with no pod after them (the planner does not plan that): create them all the same.
         creates.push(pvcs_of_next_pod);
