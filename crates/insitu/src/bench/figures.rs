@@ -27,6 +27,38 @@ pub fn proc_memory() -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// CPU time used so far (Linux `/proc`; zeros elsewhere), user + system, in seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTime {
+    /// The whole process, threads that have ended included (`/proc/self/stat`, in 1/100 s: `USER_HZ`).
+    pub process: f64,
+    /// The calling thread (`/proc/thread-self/schedstat`, in ns): in the bench, the embedded cluster's thread.
+    pub thread: f64,
+}
+
+pub fn cpu_time() -> CpuTime {
+    // Fields after the command name's closing parenthesis: state is field 3, utime 14, stime 15.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let ticks: f64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<f64>().ok())
+                .sum()
+        })
+        .unwrap_or(0.0);
+    let thread_ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    CpuTime {
+        process: ticks / 100.0,
+        thread: thread_ns / 1e9,
+    }
+}
+
 /// Resets this process's peak RSS (`VmHWM`) to its current RSS (Linux: `5` to `/proc/self/clear_refs`), so
 /// the next reading is the peak of what follows. False when the kernel refused.
 pub fn reset_peak() -> bool {

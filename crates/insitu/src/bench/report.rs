@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::figures::{CpuTime, cpu_time};
 use super::rollout::{NEW_IMAGE, OLD_IMAGE};
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -12,10 +13,16 @@ pub struct Phase {
     pub wall_seconds: f64,
     /// Wall seconds per virtual second (< 1: the simulation runs faster than real time; 0.2 = 5× faster).
     pub wall_per_virtual: f64,
+    /// CPU seconds (user + system) the whole process used in the phase: the cluster, the controller, the bench.
+    pub cpu_seconds: f64,
+    /// Of which the embedded cluster's thread (apiserver, kubelets, scheduler, GC; the bench's own watch).
+    pub cluster_thread_cpu_seconds: f64,
 }
 
 impl Phase {
-    pub fn new(virtual_seconds: f64, wall_seconds: f64) -> Self {
+    /// The phase that began at CPU time `cpu0` and took these virtual and wall seconds.
+    pub fn new(virtual_seconds: f64, wall_seconds: f64, cpu0: CpuTime) -> Self {
+        let cpu = cpu_time();
         Self {
             virtual_seconds,
             wall_seconds,
@@ -24,7 +31,22 @@ impl Phase {
             } else {
                 0.0
             },
+            cpu_seconds: cpu.process - cpu0.process,
+            cluster_thread_cpu_seconds: cpu.thread - cpu0.thread,
         }
+    }
+
+    /// `CPU 24.1 s (cluster thread 12.0 s, 1.43 cores busy)`: how much of the 2 cores' time the phase kept busy.
+    fn cpu(&self) -> String {
+        let cores = if self.wall_seconds > 0.0 {
+            self.cpu_seconds / self.wall_seconds
+        } else {
+            0.0
+        };
+        format!(
+            "{:.1} s (cluster thread {:.1} s; {:.2} cores busy)",
+            self.cpu_seconds, self.cluster_thread_cpu_seconds, cores
+        )
     }
 }
 
@@ -191,6 +213,7 @@ pub fn render(r: &BenchReport) -> String {
             r.setup.virtual_seconds, r.setup.wall_seconds, r.setup.wall_per_virtual, r.setup_reconciles
         ),
     );
+    row(&mut s, "    CPU", r.setup.cpu());
     row(
         &mut s,
         "rollout: all pods updated + Ready",
@@ -199,6 +222,7 @@ pub fn render(r: &BenchReport) -> String {
             r.rollout.virtual_seconds, r.rollout.wall_seconds, r.rollout.wall_per_virtual
         ),
     );
+    row(&mut s, "    CPU", r.rollout.cpu());
     row(
         &mut s,
         "in-place pods/s (virtual clock)",

@@ -33,7 +33,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use super::figures::{
-    diff, label, percentile, proc_memory, quantile, reset_peak, samples, settled, wait_cloneset, write_counts,
+    cpu_time, diff, label, percentile, proc_memory, quantile, reset_peak, samples, settled, wait_cloneset,
+    write_counts,
 };
 use super::report::{BenchReport, Floor, Memory, Phase, Planning, WriteCount, Writes, render};
 use crate::monitor;
@@ -243,7 +244,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     );
 
     // Phase 1: N pods Ready.
-    let (wall, t0) = (Instant::now(), clock.now());
+    let (wall, t0, cpu0) = (Instant::now(), clock.now(), cpu_time());
     css.create(&PostParams::default(), &cs)
         .await
         .context("creating the CloneSet")?;
@@ -259,6 +260,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     let setup = Phase::new(
         clock.now().duration_since(t0).as_secs_f64(),
         wall.elapsed().as_secs_f64(),
+        cpu0,
     );
     let old_revision = ready.status.clone().unwrap_or_default().update_revision;
     let (hwm_setup, rss_after_setup) = proc_memory();
@@ -387,7 +389,7 @@ async fn roll(
     let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
         {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": NEW_IMAGE}
     ]))?;
-    let (wall, t0) = (Instant::now(), clock.now());
+    let (wall, t0, cpu0) = (Instant::now(), clock.now(), cpu_time());
     css.patch(NAME, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
         .context("patching the image")?;
@@ -413,6 +415,7 @@ async fn roll(
     let rollout = Phase::new(
         clock.now().duration_since(t0).as_secs_f64(),
         wall.elapsed().as_secs_f64(),
+        cpu0,
     );
     Ok(Rolled {
         rollout,
