@@ -15,138 +15,10 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+mod object;
 mod pages;
+pub use object::{FieldIndexer, Fields, ObjIndex, Object};
 pub use pages::{Cursor, Expired, Page};
-
-/// Extracts the selectable fields (`spec.nodeName`, `status.phase`, ...) of one object.
-pub type FieldIndexer = fn(&Value) -> Vec<(&'static str, String)>;
-
-/// The parsed facts about a stored object that selectors and watchers need.
-#[derive(Debug, Default)]
-pub struct ObjIndex {
-    pub namespace: String,
-    pub name: String,
-    pub rv: u64,
-    pub labels: BTreeMap<String, String>,
-    /// Selectable field values, as the resource's [`FieldIndexer`] extracted them.
-    pub fields: Fields,
-}
-
-/// Selectable field values in one allocation: a million Events' eleven fields each would otherwise cost
-/// a `String` apiece (~0.5 KB an Event). The names are shared by every object of a resource.
-#[derive(Debug, Default)]
-pub struct Fields {
-    names: Arc<[&'static str]>,
-    /// The values in `names`' order, each ended by a NUL (which no JSON string value here contains
-    /// unescaped; one that does is still found, as its own field's text up to the NUL).
-    values: Box<str>,
-}
-
-impl Fields {
-    /// Fields from an indexer's output, reusing `names` when they are the same.
-    pub fn new(fields: Vec<(&'static str, String)>, names: Option<&Arc<[&'static str]>>) -> Self {
-        let names = match names {
-            Some(n) if n.len() == fields.len() && n.iter().zip(&fields).all(|(a, (b, _))| a == b) => {
-                n.clone()
-            }
-            _ => fields.iter().map(|(k, _)| *k).collect(),
-        };
-        let mut values = String::with_capacity(fields.iter().map(|(_, v)| v.len() + 1).sum());
-        for (_, v) in &fields {
-            values.push_str(v);
-            values.push('\0');
-        }
-        Self {
-            names,
-            values: values.into_boxed_str(),
-        }
-    }
-
-    /// The value of field `label`, if the resource has it.
-    pub fn get(&self, label: &str) -> Option<&str> {
-        let i = self.names.iter().position(|n| *n == label)?;
-        self.values.split('\0').nth(i)
-    }
-}
-
-impl ObjIndex {
-    /// The value of a selectable field; `metadata.name`/`metadata.namespace` always exist.
-    pub fn field(&self, label: &str) -> Option<&str> {
-        match label {
-            "metadata.name" => Some(&self.name),
-            "metadata.namespace" => Some(&self.namespace),
-            _ => self.fields.get(label),
-        }
-    }
-}
-
-/// One stored object version: its JSON and index.
-#[derive(Clone, Debug)]
-pub struct Object {
-    body: Body,
-    pub index: Arc<ObjIndex>,
-}
-
-/// An object's JSON, as served or compressed.
-#[derive(Clone, Debug)]
-enum Body {
-    Plain(Bytes),
-    /// LZ4 block with the JSON's length prepended, compressed against `dict` (the resource's first object).
-    Packed {
-        data: Arc<[u8]>,
-        dict: Arc<[u8]>,
-    },
-}
-
-impl Object {
-    /// An object of these JSON bytes.
-    pub fn new(bytes: Bytes, index: Arc<ObjIndex>) -> Self {
-        Self {
-            body: Body::Plain(bytes),
-            index,
-        }
-    }
-
-    /// The JSON (decompressed, for a packed resource).
-    pub fn bytes(&self) -> Bytes {
-        match &self.body {
-            Body::Plain(b) => b.clone(),
-            // What the store compressed reads back.
-            Body::Packed { data, dict } => Bytes::from(
-                lz4_flex::block::decompress_size_prepended_with_dict(data, dict).unwrap_or_default(),
-            ),
-        }
-    }
-
-    /// Length of the JSON.
-    pub fn len(&self) -> usize {
-        match &self.body {
-            Body::Plain(b) => b.len(),
-            Body::Packed { data, .. } => data
-                .get(..4)
-                .and_then(|h| <[u8; 4]>::try_from(h).ok())
-                .map_or(0, |h| u32::from_le_bytes(h) as usize),
-        }
-    }
-
-    /// Whether the JSON is empty (never, for a stored object).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Bytes this version takes in memory (compressed, for a packed resource).
-    pub fn stored_len(&self) -> usize {
-        match &self.body {
-            Body::Plain(b) => b.len(),
-            Body::Packed { data, .. } => data.len(),
-        }
-    }
-
-    /// Parses the stored JSON (always valid: the store serialized it).
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null)
-    }
-}
 
 /// Watch event type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -604,7 +476,7 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) ->
         kind.field_names = Some(index.fields.names.clone());
     }
     let json = serde_json::to_vec(value).unwrap_or_default();
-    let body = if kind.packed {
+    if kind.packed {
         let dict = kind
             .dict
             .get_or_insert_with(|| Arc::from(json.as_slice()))
@@ -613,16 +485,9 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) ->
         if let Some(grown) = grow_dict(&dict, &json, data.len()) {
             kind.dict = Some(grown);
         }
-        Body::Packed {
-            data: Arc::from(data),
-            dict,
-        }
+        Object::packed(Arc::from(data), dict, Arc::new(index))
     } else {
-        Body::Plain(Bytes::from(json))
-    };
-    Object {
-        body,
-        index: Arc::new(index),
+        Object::new(Bytes::from(json), Arc::new(index))
     }
 }
 
