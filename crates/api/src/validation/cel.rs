@@ -269,27 +269,26 @@ pub fn rules() -> Vec<Rule> {
 /// The rules of one version's schema: v1beta1's are v1alpha1's re-pathed under `updateStrategy.rollingUpdate`,
 /// with its own type and `podUpdatePolicy` checks and the pre-download fields (Kruise `ValidateCloneSetV1beta1`).
 pub fn rules_for(version: Version) -> Vec<Rule> {
-    let beta = version == Version::V1beta1;
-    // Schema path (relative to spec) and CEL expression of the object holding the rolling parameters.
-    let (rp, us, us_has) = if beta {
-        (
-            "updateStrategy.rollingUpdate",
-            "self.updateStrategy.rollingUpdate",
-            "has(self.updateStrategy) && has(self.updateStrategy.rollingUpdate)",
-        )
-    } else {
-        (
-            "updateStrategy",
-            "self.updateStrategy",
-            "has(self.updateStrategy)",
-        )
-    };
-    let has_us = |f: &str| format!("{us_has} && has({us}.{f})");
-    let labels = "self.template.metadata.labels";
-    let has_labels = "has(self.template.metadata) && has(self.template.metadata.labels)";
+    let mut out = number_rules();
+    out.extend(selector_rules());
+    out.extend(template_rules());
+    // Scale strategy.
+    out.push(r(
+        "scaleStrategy.podsToDelete",
+        "self.all(n, self.exists_one(m, m == n))",
+        "duplicated items: list every pod name once",
+    ));
 
-    let mut out = vec![
-        // Numbers.
+    out.extend(update_strategy_rules(version));
+
+    // Transition rules (update only).
+    out.push(r("", "self.selector == oldSelf.selector", msg::IMMUTABLE).forbidden());
+    out
+}
+
+/// Counts and durations that cannot be negative, and the progress deadline against `minReadySeconds`.
+fn number_rules() -> Vec<Rule> {
+    vec![
         r("replicas", "self >= 0", msg::NONNEGATIVE),
         r("progressDeadlineSeconds", "self >= 0", msg::NONNEGATIVE),
         r(
@@ -300,7 +299,14 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
         .at(".progressDeadlineSeconds"),
         r("revisionHistoryLimit", "self >= 0", msg::NONNEGATIVE),
         r("minReadySeconds", "self >= 0", msg::NONNEGATIVE),
-        // Selector.
+    ]
+}
+
+/// The selector's own syntax, and the template's labels matching it.
+fn selector_rules() -> Vec<Rule> {
+    let labels = "self.template.metadata.labels";
+    let has_labels = "has(self.template.metadata) && has(self.template.metadata.labels)";
+    vec![
         r(
             "selector",
             "(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",
@@ -361,7 +367,12 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
             msg::SELECTOR_MISMATCH,
         )
         .at(".template.metadata.labels"),
-        // Template.
+    ]
+}
+
+/// The pod template (containers, restart policy, volumes) and the volumeClaimTemplates beside it.
+fn template_rules() -> Vec<Rule> {
+    let mut out = vec![
         r(
             "template",
             "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
@@ -430,15 +441,29 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
     ];
     out.extend(container_rules("template.spec.containers[]", false));
     out.extend(container_rules("template.spec.initContainers[]", true));
+    out
+}
 
-    // Scale strategy.
-    out.push(r(
-        "scaleStrategy.podsToDelete",
-        "self.all(n, self.exists_one(m, m == n))",
-        "duplicated items: list every pod name once",
-    ));
-
-    // Update strategy.
+/// The update strategy, whose rolling parameters sit under `updateStrategy` in v1alpha1 and under
+/// `updateStrategy.rollingUpdate` in v1beta1.
+fn update_strategy_rules(version: Version) -> Vec<Rule> {
+    let beta = version == Version::V1beta1;
+    // Schema path (relative to spec) and CEL expression of the object holding the rolling parameters.
+    let (rp, us, us_has) = if beta {
+        (
+            "updateStrategy.rollingUpdate",
+            "self.updateStrategy.rollingUpdate",
+            "has(self.updateStrategy) && has(self.updateStrategy.rollingUpdate)",
+        )
+    } else {
+        (
+            "updateStrategy",
+            "self.updateStrategy",
+            "has(self.updateStrategy)",
+        )
+    };
+    let has_us = |f: &str| format!("{us_has} && has({us}.{f})");
+    let mut out = Vec::new();
     if beta {
         out.push(r(
             "updateStrategy.type",
@@ -574,8 +599,6 @@ pub fn rules_for(version: Version) -> Vec<Rule> {
         .required(),
     ]);
 
-    // Transition rules (update only).
-    out.push(r("", "self.selector == oldSelf.selector", msg::IMMUTABLE).forbidden());
     out
 }
 
