@@ -3,6 +3,7 @@
 
 pub mod ceiling;
 pub mod figures;
+mod planning;
 pub mod plot;
 pub mod report;
 pub mod rollout;
