@@ -52,6 +52,20 @@ fn rollout_is_the_same_with_the_controller_on_either_core() {
             cpu > 0.0 && cluster > 0.0 && cluster <= cpu + 0.02,
             "{name}: rollout CPU {cpu} s, cluster thread {cluster} s"
         );
+        // The setup created and bound each pod exactly once.
+        let setup = |verb: &str, resource: &str| {
+            r.setup_writes
+                .iter()
+                .find(|w| w.verb == verb && w.resource == resource)
+                .map_or(0, |w| w.count)
+        };
+        assert_eq!(setup("create", "pods"), 400, "{name}: {:?}", r.setup_writes);
+        assert_eq!(
+            setup("create", "pods/binding"),
+            400,
+            "{name}: {:?}",
+            r.setup_writes
+        );
         let floor = r.floor.floor_seconds;
         assert!(
             r.rollout.virtual_seconds >= floor && r.rollout.virtual_seconds <= floor + 3.0,

@@ -162,6 +162,9 @@ pub struct BenchReport {
     pub reconciles_total: u64,
     /// Reconciles from the CloneSet's creation until all pods were Ready.
     pub setup_reconciles: u64,
+    /// Every write the apiserver served from the CloneSet's creation until all pods were Ready, per pod.
+    pub setup_writes: Vec<WriteCount>,
+    pub setup_writes_per_pod: f64,
     pub planning: Planning,
     pub memory: Memory,
     /// Worst `replicas − readyReplicas` the CloneSet status showed during the rollout.
@@ -214,6 +217,12 @@ pub fn render(r: &BenchReport) -> String {
         ),
     );
     row(&mut s, "    CPU", r.setup.cpu());
+    row(
+        &mut s,
+        "    apiserver writes per pod (all clients)",
+        format!("{:.2}", r.setup_writes_per_pod),
+    );
+    write_rows(&mut s, &r.setup_writes);
     row(
         &mut s,
         "rollout: all pods updated + Ready",

@@ -229,6 +229,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
 
     // Phase 1: N pods Ready.
     let (wall, t0, cpu0) = (Instant::now(), clock.now(), cpu_time());
+    let setup_stats0 = cluster.apiserver.stats();
     css.create(&PostParams::default(), &cs)
         .await
         .context("creating the CloneSet")?;
@@ -246,6 +247,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         wall.elapsed().as_secs_f64(),
         cpu0,
     );
+    let setup_writes = write_counts(&cluster.apiserver.stats(), &setup_stats0, args.pods);
     let old_revision = ready.status.clone().unwrap_or_default().update_revision;
     let (hwm_setup, rss_after_setup) = proc_memory();
     let before = names_and_uids(&client).await?;
@@ -322,6 +324,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
             .filter(|(k, _)| k.starts_with("insitu_reconcile_total"))
             .map(|(_, v)| *v as u64)
             .sum(),
+        setup_writes_per_pod: setup_writes.iter().map(|w| w.count).sum::<u64>() as f64 / args.pods as f64,
+        setup_writes,
         planning,
         memory: Memory {
             vm_hwm_mib: hwm,
