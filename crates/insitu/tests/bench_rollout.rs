@@ -43,8 +43,6 @@ fn rollout_is_the_same_with_the_controller_on_either_core() {
             "{name}: {:?}",
             r.writes
         );
-        // Virtual time: the rollout cannot beat the kubelets' floor (two batches of preStop, pull, start and
-        // readiness), and an idle-looking controller must not let time run ahead (within 3 s of the floor).
         // The CPU figures are read (/proc): the cluster thread's seconds are part of the process's (which
         // count in 1/100 s ticks, hence the slack).
         let (cpu, cluster) = (r.rollout.cpu_seconds, r.rollout.cluster_thread_cpu_seconds);
@@ -66,6 +64,8 @@ fn rollout_is_the_same_with_the_controller_on_either_core() {
             "{name}: {:?}",
             r.setup_writes
         );
+        // Virtual time: the rollout cannot beat the kubelets' floor (two batches of preStop, pull, start and
+        // readiness), and an idle-looking controller must not let time run ahead (within 3 s of the floor).
         let floor = r.floor.floor_seconds;
         assert!(
             r.rollout.virtual_seconds >= floor && r.rollout.virtual_seconds <= floor + 3.0,

@@ -36,7 +36,7 @@ impl Phase {
         }
     }
 
-    /// `CPU 24.1 s (cluster thread 12.0 s, 1.43 cores busy)`: how much of the 2 cores' time the phase kept busy.
+    /// `24.1 s (cluster thread 12.0 s; 1.43 cores busy)`: the phase's CPU and how many cores it kept busy.
     fn cpu(&self) -> String {
         let cores = if self.wall_seconds > 0.0 {
             self.cpu_seconds / self.wall_seconds
