@@ -23,6 +23,7 @@ mod patch;
 mod pod_streams;
 mod pods;
 mod protobuf;
+mod request;
 mod resources;
 mod secrets;
 mod selectors;
@@ -30,15 +31,14 @@ mod structural;
 mod table;
 mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use k8s_openapi::jiff::Timestamp;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -48,7 +48,9 @@ use crate::Clock;
 use crate::store::{Store, StoreConfig};
 pub use errors::ApiError;
 pub use network::{AcceptedWrite, Partition};
-use resources::{RESOURCES, ResourceType};
+pub(crate) use request::ApiRequest;
+use request::{parse_query, percent_decode, resolve, route};
+use resources::RESOURCES;
 
 /// Request and object counters, for benchmarks and tests.
 #[derive(Clone, Debug, Default)]
@@ -382,90 +384,6 @@ pub(crate) fn format_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// A parsed API request.
-pub(crate) struct ApiRequest {
-    pub method: Method,
-    pub rt: &'static ResourceType,
-    /// Namespace from the URL (None: cluster-scoped resource, or a cluster-wide list).
-    pub ns: Option<String>,
-    pub name: Option<String>,
-    pub sub: Option<String>,
-    pub query: HashMap<String, String>,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    /// Legacy `/watch/` path prefix.
-    pub watch_path: bool,
-}
-
-impl ApiRequest {
-    pub fn q(&self, key: &str) -> Option<&str> {
-        self.query.get(key).map(String::as_str)
-    }
-
-    /// `dryRun=All` (validated by `route_request` before any write runs).
-    pub fn dry_run(&self) -> bool {
-        self.q("dryRun").is_some_and(|v| v.split(',').any(|x| x == "All"))
-    }
-
-    pub fn flag(&self, key: &str) -> bool {
-        matches!(self.q(key), Some("true" | "1" | "True"))
-    }
-
-    pub fn content_type(&self) -> &str {
-        self.headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    pub fn wants_table(&self) -> bool {
-        self.headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| {
-                a.split(',')
-                    .next()
-                    .is_some_and(|first| first.contains("as=Table"))
-            })
-    }
-}
-
-fn parse_query(uri: &axum::http::Uri) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let Some(q) = uri.query() else { return out };
-    for pair in q.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.insert(percent_decode(k), percent_decode(v));
-    }
-    out
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], body.into()).into_response()
 }
@@ -582,58 +500,4 @@ fn write_verb(r: &ApiRequest) -> Option<(&'static str, String)> {
         _ => return None,
     };
     Some((verb, res))
-}
-
-type Route<'a> = (&'a str, &'a str, Vec<&'a str>, bool);
-
-/// `/api/v1/...` or `/apis/<g>/<v>/...` → (group, version, rest, legacy-watch-prefix).
-fn route<'a>(seg: &[&'a str]) -> Option<Route<'a>> {
-    let (group, version, rest) = match seg {
-        ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return None,
-    };
-    let (rest, watch) = match rest {
-        ["watch", r @ ..] => (r, true),
-        r => (r, false),
-    };
-    if rest.is_empty() {
-        return None;
-    }
-    Some((group, version, rest.to_vec(), watch))
-}
-
-type Resolved = (
-    &'static ResourceType,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
-
-fn resolve(group: &str, version: &str, rest: &[&str]) -> Option<Resolved> {
-    let owned = |s: &&str| s.to_string();
-    match rest {
-        ["namespaces", ns, resource, tail @ ..]
-            if !(group.is_empty() && tail.is_empty() && matches!(*resource, "status" | "finalize")) =>
-        {
-            let rt = resources::find(group, version, resource)?;
-            if !rt.namespaced || tail.len() > 2 {
-                return None;
-            }
-            Some((
-                rt,
-                Some(ns.to_string()),
-                tail.first().map(owned),
-                tail.get(1).map(owned),
-            ))
-        }
-        [resource, tail @ ..] => {
-            let rt = resources::find(group, version, resource)?;
-            if tail.len() > 2 || (rt.namespaced && !tail.is_empty()) {
-                return None;
-            }
-            Some((rt, None, tail.first().map(owned), tail.get(1).map(owned)))
-        }
-        [] => None,
-    }
 }
