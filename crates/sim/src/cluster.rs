@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use crate::apiserver::{ApiServer, ApiServerConfig};
 use crate::clock::{Clock, SimClock};
 use crate::gc::{self, GcConfig};
-use crate::kubelet::{self, ImageProfiles, KubeletConfig, LostNodes, NodeCapacity};
+use crate::kubelet::{self, EventDrops, ImageProfiles, KubeletConfig, LostNodes, NodeCapacity};
 use crate::nodelifecycle;
 use crate::scheduler::{self, SchedulerConfig};
 use crate::volumes;
@@ -92,6 +92,8 @@ pub struct SimCluster {
     pub clock: Arc<SimClock>,
     /// Node loss: nodes in this set stop talking to the apiserver until restored.
     pub lost: LostNodes,
+    /// Events the kubelets and the scheduler dropped on a full queue (as client-go's recorder does).
+    pub event_drops: EventDrops,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -110,6 +112,7 @@ impl SimCluster {
         let client = apiserver.client();
         let kcfg = config.kubelet();
         let lost = kcfg.lost.clone();
+        let event_drops = kcfg.event_drops.clone();
         kubelet::register(&client, dyn_clock.as_ref(), &kcfg).await?;
         let mut tasks = vec![tokio::spawn(kubelet::serve(
             client.clone(),
@@ -126,6 +129,7 @@ impl SimCluster {
         if config.scheduler {
             let scfg = SchedulerConfig {
                 events: config.events,
+                event_drops: event_drops.clone(),
                 ..SchedulerConfig::default()
             };
             tasks.push(tokio::spawn(scheduler::run(
@@ -149,6 +153,7 @@ impl SimCluster {
             client,
             clock,
             lost,
+            event_drops,
             tasks,
         })
     }

@@ -17,6 +17,9 @@ pub struct Phase {
     pub cpu_seconds: f64,
     /// Of which the embedded cluster's thread (apiserver, kubelets, scheduler, GC; the bench's own watch).
     pub cluster_thread_cpu_seconds: f64,
+    /// Events the simulated kubelets and scheduler dropped in the phase because their queue was full (as
+    /// client-go's recorder drops them): those `kubectl get events` will not show.
+    pub events_dropped: u64,
 }
 
 impl Phase {
@@ -33,6 +36,15 @@ impl Phase {
             },
             cpu_seconds: cpu.process - cpu0.process,
             cluster_thread_cpu_seconds: cpu.thread - cpu0.thread,
+            events_dropped: 0,
+        }
+    }
+
+    /// The phase, with the events dropped in it.
+    pub fn with_events_dropped(self, events_dropped: u64) -> Self {
+        Self {
+            events_dropped,
+            ..self
         }
     }
 
@@ -219,6 +231,11 @@ pub fn render(r: &BenchReport) -> String {
     row(&mut s, "    CPU", r.setup.cpu());
     row(
         &mut s,
+        "    Events dropped (queue full)",
+        r.setup.events_dropped.to_string(),
+    );
+    row(
+        &mut s,
         "    apiserver writes per pod (all clients)",
         format!("{:.2}", r.setup_writes_per_pod),
     );
@@ -232,6 +249,11 @@ pub fn render(r: &BenchReport) -> String {
         ),
     );
     row(&mut s, "    CPU", r.rollout.cpu());
+    row(
+        &mut s,
+        "    Events dropped (queue full)",
+        r.rollout.events_dropped.to_string(),
+    );
     row(
         &mut s,
         "in-place pods/s (virtual clock)",

@@ -230,6 +230,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
     // Phase 1: N pods Ready.
     let (wall, t0, cpu0) = (Instant::now(), clock.now(), cpu_time());
     let setup_stats0 = cluster.apiserver.stats();
+    let drops0 = cluster.event_drops.count();
     css.create(&PostParams::default(), &cs)
         .await
         .context("creating the CloneSet")?;
@@ -246,7 +247,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<BenchReport> {
         clock.now().duration_since(t0).as_secs_f64(),
         wall.elapsed().as_secs_f64(),
         cpu0,
-    );
+    )
+    .with_events_dropped(cluster.event_drops.count() - drops0);
     let setup_writes = write_counts(&cluster.apiserver.stats(), &setup_stats0, args.pods);
     let old_revision = ready.status.clone().unwrap_or_default().update_revision;
     let (hwm_setup, rss_after_setup) = proc_memory();
@@ -382,6 +384,7 @@ async fn roll(
 ) -> anyhow::Result<Rolled> {
     let n = i32::try_from(args.pods).context("--pods")?;
     let stats0 = cluster.apiserver.stats();
+    let drops0 = cluster.event_drops.count();
     let metrics0 = samples(&metrics.render());
     let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
         {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": NEW_IMAGE}
@@ -413,7 +416,8 @@ async fn roll(
         clock.now().duration_since(t0).as_secs_f64(),
         wall.elapsed().as_secs_f64(),
         cpu0,
-    );
+    )
+    .with_events_dropped(cluster.event_drops.count() - drops0);
     Ok(Rolled {
         rollout,
         stats0,

@@ -88,18 +88,47 @@ async fn create_unread(client: &Client, api: &Api<Event>, ev: &Event) -> kube::R
     client.request_text(req).await.map(drop)
 }
 
+/// Events the simulated components dropped because their queue was full; clones share the count.
+///
+/// client-go's recorder drops an event when its broadcaster's queue is full and logs an error for each
+/// (`unable to record event: too many queued events`); the simulated components do the same, logging a
+/// warning at the first drop and every 10,000th, so that a user reading `kubectl get events` after a huge
+/// simulation knows some are missing, and the bench can say how many.
+#[derive(Clone, Debug, Default)]
+pub struct EventDrops(Arc<AtomicU64>);
+
+impl EventDrops {
+    /// Events dropped so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
 /// Records events through a bounded queue; cloning shares the queue.
 #[derive(Clone, Debug)]
 pub struct EventSink {
     tx: mpsc::Sender<Pending>,
     component: Arc<str>,
     seq: Arc<AtomicU64>,
+    capacity: usize,
+    drops: EventDrops,
 }
 
 impl EventSink {
-    /// A sink for `component` (`kubelet`, `default-scheduler`) and the task that writes its events.
-    pub fn spawn(client: Client, component: &str, capacity: usize) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<Pending>(capacity.max(1));
+    /// A sink for `component` (`kubelet`, `default-scheduler`) and the task that writes its events; events
+    /// that find `capacity` queued are dropped and counted in `drops`.
+    pub fn spawn(
+        client: Client,
+        component: &str,
+        capacity: usize,
+        drops: EventDrops,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let capacity = capacity.max(1);
+        let (tx, mut rx) = mpsc::channel::<Pending>(capacity);
         let component: Arc<str> = component.into();
         let writer = component.clone();
         let task = tokio::spawn(async move {
@@ -129,6 +158,8 @@ impl EventSink {
                 tx,
                 component,
                 seq: Arc::new(AtomicU64::new(0)),
+                capacity,
+                drops,
             },
             task,
         )
@@ -172,7 +203,68 @@ impl EventSink {
             at,
         };
         if self.tx.try_send(ev).is_err() {
-            tracing::trace!("event queue full; event dropped");
+            let dropped = self.drops.add();
+            if dropped == 1 || dropped.is_multiple_of(10_000) {
+                tracing::warn!(
+                    component = %self.component,
+                    capacity = self.capacity,
+                    dropped,
+                    "event queue full: event dropped (as client-go's recorder drops them)"
+                );
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::ApiServer;
+    use crate::{Clock as _, SimClock};
+    use kube::api::ListParams;
+
+    /// A full queue drops the event and counts it; what was queued is still written.
+    #[tokio::test(start_paused = true)]
+    async fn full_queue_drops_and_counts() {
+        let clock = SimClock::new(Timestamp::UNIX_EPOCH, 1.0);
+        let server = ApiServer::new(clock.clone());
+        let drops = EventDrops::default();
+        let (sink, _task) = EventSink::spawn(server.client(), "kubelet", 1, drops.clone());
+        let pod = Regarding {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: "default".into(),
+            name: "web-0".into(),
+            uid: "uid-0".into(),
+        };
+        // No await in between: the writer cannot drain, so the second and third find the queue full.
+        for reason in ["Pulling", "Pulled", "Created"] {
+            sink.record(
+                clock.now(),
+                &pod,
+                None,
+                false,
+                reason,
+                String::new(),
+                Some("node-0"),
+            );
+        }
+        assert_eq!(drops.count(), 2);
+        let events: Api<Event> = Api::namespaced(server.client(), "default");
+        let mut written = Vec::new();
+        for _ in 0..100 {
+            written = events
+                .list(&ListParams::default())
+                .await
+                .expect("list events")
+                .items;
+            if !written.is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let reasons: Vec<_> = written.iter().filter_map(|e| e.reason.clone()).collect();
+        assert_eq!(reasons, ["Pulling"]);
+        assert_eq!(drops.count(), 2, "a written event is not a drop");
     }
 }

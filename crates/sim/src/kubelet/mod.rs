@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use kube::Client;
 
+pub use events::EventDrops;
 pub use image::{ImageFailure, ImageProfile, ImageProfiles, StartModel, image_id, normalize_image};
 pub use lost::LostNodes;
 pub use node::{LEASE_NAMESPACE, SIM_NODE_LABEL};
@@ -81,6 +82,8 @@ pub struct KubeletConfig {
     /// kruise-daemon would (`pulljob`): only where the server serves `imagepulljobs.apps.kruise.io`, and in one
     /// process per cluster (two would write each other's job status over their own nodes).
     pub image_pull_jobs: bool,
+    /// Counts the Events dropped on a full queue (shared with the cluster, see [`EventDrops`]).
+    pub event_drops: EventDrops,
 }
 
 impl Default for KubeletConfig {
@@ -100,6 +103,7 @@ impl Default for KubeletConfig {
             kruise_daemon: true,
             lost: LostNodes::default(),
             image_pull_jobs: true,
+            event_drops: EventDrops::default(),
         }
     }
 }

@@ -248,7 +248,12 @@ impl Scheduler {
 pub async fn run(client: Client, clock: Arc<dyn Clock>, config: SchedulerConfig) {
     let mut tasks = tokio::task::JoinSet::new();
     let events = config.events.then(|| {
-        let (sink, task) = EventSink::spawn(client.clone(), &config.scheduler_name, 65_536);
+        let (sink, task) = EventSink::spawn(
+            client.clone(),
+            &config.scheduler_name,
+            65_536,
+            config.event_drops.clone(),
+        );
         tasks.spawn(async move {
             let _ = task.await;
         });

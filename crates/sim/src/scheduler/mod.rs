@@ -15,7 +15,7 @@ use kube::api::{Api, PostParams};
 
 use crate::Clock;
 use crate::boundpod::BoundPod;
-use crate::kubelet::events::{EventSink, Regarding};
+use crate::kubelet::events::{EventDrops, EventSink, Regarding};
 use crate::kubelet::status::to_time;
 
 mod informer;
@@ -31,6 +31,8 @@ pub struct SchedulerConfig {
     pub node_selector: Option<String>,
     /// Record `Scheduled` / `FailedScheduling` events.
     pub events: bool,
+    /// Counts the Events dropped on a full queue (shared with the cluster).
+    pub event_drops: EventDrops,
 }
 
 impl Default for SchedulerConfig {
@@ -39,6 +41,7 @@ impl Default for SchedulerConfig {
             scheduler_name: "default-scheduler".into(),
             node_selector: None,
             events: true,
+            event_drops: EventDrops::default(),
         }
     }
 }

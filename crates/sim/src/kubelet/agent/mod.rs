@@ -166,7 +166,8 @@ impl Agent {
             .collect();
         let mut tasks = tokio::task::JoinSet::new();
         let events = config.events.then(|| {
-            let (sink, task) = EventSink::spawn(client.clone(), "kubelet", 65_536);
+            let (sink, task) =
+                EventSink::spawn(client.clone(), "kubelet", 65_536, config.event_drops.clone());
             tasks.spawn(async move {
                 let _ = task.await;
             });
@@ -176,7 +177,12 @@ impl Agent {
         let lost_rx = config.lost.subscribe();
         let jobs = config.image_pull_jobs.then(|| {
             let sink = config.events.then(|| {
-                let (sink, task) = EventSink::spawn(client.clone(), "kruise-daemon-imagepuller", 4096);
+                let (sink, task) = EventSink::spawn(
+                    client.clone(),
+                    "kruise-daemon-imagepuller",
+                    4096,
+                    config.event_drops.clone(),
+                );
                 tasks.spawn(async move {
                     let _ = task.await;
                 });
