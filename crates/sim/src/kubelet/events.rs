@@ -27,51 +27,58 @@ pub struct Regarding {
     pub uid: String,
 }
 
-/// An event waiting in the queue.
+/// An event waiting in the queue: only what varies, the rest shared. At 100,000 pods the kubelets queue more
+/// than 65,536 at once (a queue of that size overflowed), so its size shows in the peak memory.
 #[derive(Debug)]
 struct Pending {
-    name: String,
-    namespace: String,
-    regarding: Regarding,
+    /// Shared by the events of one pod recorded together.
+    regarding: Arc<Regarding>,
+    /// The name's suffix (`<regarding.name>.<nanos as hex>`).
+    nanos: u64,
     field_path: Option<String>,
     warning: bool,
-    reason: String,
+    reason: &'static str,
     message: String,
-    host: Option<String>,
+    host: Option<Arc<str>>,
     at: Timestamp,
 }
 
 impl Pending {
     /// The core/v1 Event `component` reports.
     fn into_event(self, component: &str) -> Event {
-        let r = self.regarding;
+        let r = &*self.regarding;
+        let namespace = if r.namespace.is_empty() {
+            "default"
+        } else {
+            &r.namespace
+        };
         Event {
             metadata: ObjectMeta {
-                name: Some(self.name),
-                namespace: Some(self.namespace),
+                name: Some(format!("{}.{:x}", r.name, self.nanos)),
+                namespace: Some(namespace.to_string()),
                 ..Default::default()
             },
             involved_object: ObjectReference {
-                api_version: Some(r.api_version),
-                kind: Some(r.kind),
-                namespace: (!r.namespace.is_empty()).then_some(r.namespace),
-                name: Some(r.name),
-                uid: Some(r.uid),
+                api_version: Some(r.api_version.clone()),
+                kind: Some(r.kind.clone()),
+                namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
+                name: Some(r.name.clone()),
+                uid: Some(r.uid.clone()),
                 field_path: self.field_path,
                 ..Default::default()
             },
-            reason: Some(self.reason),
+            reason: Some(self.reason.to_string()),
             message: Some(self.message),
             type_: Some(if self.warning { "Warning" } else { "Normal" }.to_string()),
             source: Some(EventSource {
                 component: Some(component.to_string()),
-                host: self.host.clone(),
+                host: self.host.as_deref().map(str::to_string),
             }),
             first_timestamp: Some(to_time(self.at)),
             last_timestamp: Some(to_time(self.at)),
             count: Some(1),
             reporting_component: Some(component.to_string()),
-            reporting_instance: Some(self.host.unwrap_or_else(|| component.to_string())),
+            reporting_instance: Some(self.host.as_deref().unwrap_or(component).to_string()),
             ..Default::default()
         }
     }
@@ -92,7 +99,7 @@ async fn create_unread(client: &Client, api: &Api<Event>, ev: &Event) -> kube::R
 ///
 /// client-go's recorder drops an event when its broadcaster's queue is full and logs an error for each
 /// (`unable to record event: too many queued events`); the simulated components do the same, logging a
-/// warning at the first drop and every 10,000th, so that a user reading `kubectl get events` after a huge
+/// warning at the first drop, the 10th, the 100th and so on, so that a user reading `kubectl get events` after a huge
 /// simulation knows some are missing, and the bench can say how many.
 #[derive(Clone, Debug, Default)]
 pub struct EventDrops(Arc<AtomicU64>);
@@ -170,12 +177,12 @@ impl EventSink {
     pub fn record(
         &self,
         at: Timestamp,
-        regarding: &Regarding,
+        regarding: &Arc<Regarding>,
         field_path: Option<String>,
         warning: bool,
-        reason: &str,
+        reason: &'static str,
         message: String,
-        host: Option<&str>,
+        host: Option<&Arc<str>>,
     ) {
         // Like client-go (`name.<hex nanos>`); a per-sink counter and salt keep names unique on virtual time.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -184,27 +191,22 @@ impl EventSink {
             .unwrap_or(0)
             .wrapping_add(salt)
             .wrapping_add(seq * 1_000_000);
-        let namespace = if regarding.namespace.is_empty() {
-            "default".to_string()
-        } else {
-            regarding.namespace.clone()
-        };
         // Queued as the few fields that vary; the Event (~2 KB with its copies of the same strings) is built by
         // the writer. A burst of 65,536 queued events held whole was ~260 MB at 100k pods.
         let ev = Pending {
-            name: format!("{}.{nanos:x}", regarding.name),
-            namespace,
             regarding: regarding.clone(),
+            nanos,
             field_path,
             warning,
-            reason: reason.to_string(),
+            reason,
             message,
-            host: host.map(str::to_string),
+            host: host.cloned(),
             at,
         };
         if self.tx.try_send(ev).is_err() {
             let dropped = self.drops.add();
-            if dropped == 1 || dropped.is_multiple_of(10_000) {
+            // Each power of ten: the first drop, the 10th, the 100th, ... (client-go logs every one).
+            if 10u64.pow(dropped.ilog10()) == dropped {
                 tracing::warn!(
                     component = %self.component,
                     capacity = self.capacity,
@@ -230,24 +232,17 @@ mod tests {
         let server = ApiServer::new(clock.clone());
         let drops = EventDrops::default();
         let (sink, _task) = EventSink::spawn(server.client(), "kubelet", 1, drops.clone());
-        let pod = Regarding {
+        let pod = Arc::new(Regarding {
             api_version: "v1".into(),
             kind: "Pod".into(),
             namespace: "default".into(),
             name: "web-0".into(),
             uid: "uid-0".into(),
-        };
+        });
+        let node: Arc<str> = "node-0".into();
         // No await in between: the writer cannot drain, so the second and third find the queue full.
         for reason in ["Pulling", "Pulled", "Created"] {
-            sink.record(
-                clock.now(),
-                &pod,
-                None,
-                false,
-                reason,
-                String::new(),
-                Some("node-0"),
-            );
+            sink.record(clock.now(), &pod, None, false, reason, String::new(), Some(&node));
         }
         assert_eq!(drops.count(), 2);
         let events: Api<Event> = Api::namespaced(server.client(), "default");

@@ -433,15 +433,15 @@ impl Scheduler {
         }
     }
 
-    fn event(&self, pod: &Pod, warning: bool, reason: &str, message: String) {
+    fn event(&self, pod: &Pod, warning: bool, reason: &'static str, message: String) {
         if let Some(sink) = &self.events {
-            let reg = Regarding {
+            let reg = Arc::new(Regarding {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),
                 name: pod.metadata.name.clone().unwrap_or_default(),
                 uid: pod.metadata.uid.clone().unwrap_or_default(),
-            };
+            });
             sink.record(self.clock.now(), &reg, None, warning, reason, message, None);
         }
     }

@@ -16,8 +16,9 @@ impl Agent {
         let (Some(sink), Some(e)) = (&self.events, self.pods.get(key)) else {
             return;
         };
-        let reg = regarding(&e.pod);
-        let host = &self.nodes[e.node].name;
+        // One pod's events share its reference and node name while they wait in the queue.
+        let reg = std::sync::Arc::new(regarding(&e.pod));
+        let host: std::sync::Arc<str> = self.nodes[e.node].name.as_str().into();
         for ev in events {
             sink.record(
                 ev.at,
@@ -26,7 +27,7 @@ impl Agent {
                 ev.warning,
                 ev.reason,
                 ev.message,
-                Some(host),
+                Some(&host),
             );
         }
     }

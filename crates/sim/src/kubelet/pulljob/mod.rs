@@ -532,7 +532,7 @@ fn next_wake(job: &Job, status: &JobStatus, now: Timestamp) -> Option<Timestamp>
 
 /// kruise-daemon's `PullImageFailed` Warning on the job (its owner) when a node's pull has failed.
 fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
-    let reg = Regarding {
+    let reg = std::sync::Arc::new(Regarding {
         api_version: job
             .obj
             .types
@@ -543,7 +543,7 @@ fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
         namespace: job.obj.namespace().unwrap_or_default(),
         name: job.obj.name_any(),
         uid: job.obj.uid().unwrap_or_default(),
-    };
+    });
     let image = job.spec.image_ref();
     for (node, t) in job.tasks.iter_mut() {
         if t.reported || t.outcome.ok || t.outcome.done_at > now {
@@ -559,7 +559,7 @@ fn report_failures(job: &mut Job, now: Timestamp, sink: Option<&EventSink>) {
                 true,
                 "PullImageFailed",
                 message,
-                Some(node.as_str()),
+                Some(&std::sync::Arc::from(node.as_str())),
             );
         }
     }
