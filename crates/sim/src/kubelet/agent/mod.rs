@@ -166,8 +166,12 @@ impl Agent {
             .collect();
         let mut tasks = tokio::task::JoinSet::new();
         let events = config.events.then(|| {
-            let (sink, task) =
-                EventSink::spawn(client.clone(), "kubelet", 65_536, config.event_drops.clone());
+            let (sink, task) = EventSink::spawn(
+                client.clone(),
+                "kubelet",
+                event_queue(config.nodes),
+                config.event_drops.clone(),
+            );
             tasks.spawn(async move {
                 let _ = task.await;
             });
@@ -300,4 +304,13 @@ impl Agent {
         };
         jobs.run_due(now, &mut world);
     }
+}
+
+/// The queue of Events shared by all the simulated kubelets: client-go's 1,000 per kubelet
+/// (`maxQueuedEvents`), and never fewer than 65,536. Virtual time makes a node's events of one instant arrive
+/// together, where a real kubelet's recorder drains them as they come; below 1,000 per node a 100,000-pod
+/// cluster on 1,000 nodes dropped 237,856 of its 950,010 Events (2026-12-07), where real kubelets, queueing
+/// 1,000 each, would have dropped none.
+fn event_queue(nodes: usize) -> usize {
+    nodes.saturating_mul(1_000).max(65_536)
 }
