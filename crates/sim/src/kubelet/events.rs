@@ -99,8 +99,8 @@ async fn create_unread(client: &Client, api: &Api<Event>, ev: &Event) -> kube::R
 ///
 /// client-go's recorder drops an event when its broadcaster's queue is full and logs an error for each
 /// (`unable to record event: too many queued events`); the simulated components do the same, logging a
-/// warning at the first drop, the 10th, the 100th and so on, so that a user reading `kubectl get events` after a huge
-/// simulation knows some are missing, and the bench can say how many.
+/// warning at the first drop, the 10th, the 100th and so on, so that a user reading `kubectl get events`
+/// after a huge simulation knows some are missing, and the bench can say how many.
 #[derive(Clone, Debug, Default)]
 pub struct EventDrops(Arc<AtomicU64>);
 
@@ -203,7 +203,8 @@ impl EventSink {
             host: host.cloned(),
             at,
         };
-        if self.tx.try_send(ev).is_err() {
+        // A closed queue means the writer is gone (the cluster is shutting down): nothing to count.
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(ev) {
             let dropped = self.drops.add();
             // Each power of ten: the first drop, the 10th, the 100th, ... (client-go logs every one).
             if 10u64.pow(dropped.ilog10()) == dropped {
