@@ -200,6 +200,12 @@ fn write_rows(s: &mut String, writes: &[WriteCount]) {
         );
     }
 }
+/// The rows under a phase's headline: its CPU and the Events dropped in it.
+fn phase_rows(s: &mut String, p: &Phase) {
+    row(s, "    CPU", p.cpu());
+    row(s, "    Events dropped (queue full)", p.events_dropped.to_string());
+}
+
 /// The human-readable report.
 pub fn render(r: &BenchReport) -> String {
     use std::fmt::Write as _;
@@ -228,12 +234,7 @@ pub fn render(r: &BenchReport) -> String {
             r.setup.virtual_seconds, r.setup.wall_seconds, r.setup.wall_per_virtual, r.setup_reconciles
         ),
     );
-    row(&mut s, "    CPU", r.setup.cpu());
-    row(
-        &mut s,
-        "    Events dropped (queue full)",
-        r.setup.events_dropped.to_string(),
-    );
+    phase_rows(&mut s, &r.setup);
     row(
         &mut s,
         "    apiserver writes per pod (all clients)",
@@ -248,12 +249,7 @@ pub fn render(r: &BenchReport) -> String {
             r.rollout.virtual_seconds, r.rollout.wall_seconds, r.rollout.wall_per_virtual
         ),
     );
-    row(&mut s, "    CPU", r.rollout.cpu());
-    row(
-        &mut s,
-        "    Events dropped (queue full)",
-        r.rollout.events_dropped.to_string(),
-    );
+    phase_rows(&mut s, &r.rollout);
     row(
         &mut s,
         "in-place pods/s (virtual clock)",

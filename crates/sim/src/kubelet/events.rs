@@ -98,7 +98,7 @@ async fn create_unread(client: &Client, api: &Api<Event>, ev: &Event) -> kube::R
 /// Events the simulated components dropped because their queue was full; clones share the count.
 ///
 /// client-go's recorder drops an event when its broadcaster's queue is full and logs an error for each
-/// (`unable to record event: too many queued events`); the simulated components do the same, logging a
+/// (`Unable to record event: too many queued events, dropped event`); the simulated components do the same, logging a
 /// warning at the first drop, the 10th, the 100th and so on, so that a user reading `kubectl get events`
 /// after a huge simulation knows some are missing, and the bench can say how many.
 #[derive(Clone, Debug, Default)]
@@ -121,7 +121,6 @@ pub struct EventSink {
     tx: mpsc::Sender<Pending>,
     component: Arc<str>,
     seq: Arc<AtomicU64>,
-    capacity: usize,
     drops: EventDrops,
 }
 
@@ -134,8 +133,7 @@ impl EventSink {
         capacity: usize,
         drops: EventDrops,
     ) -> (Self, tokio::task::JoinHandle<()>) {
-        let capacity = capacity.max(1);
-        let (tx, mut rx) = mpsc::channel::<Pending>(capacity);
+        let (tx, mut rx) = mpsc::channel::<Pending>(capacity.max(1));
         let component: Arc<str> = component.into();
         let writer = component.clone();
         let task = tokio::spawn(async move {
@@ -165,7 +163,6 @@ impl EventSink {
                 tx,
                 component,
                 seq: Arc::new(AtomicU64::new(0)),
-                capacity,
                 drops,
             },
             task,
@@ -210,7 +207,7 @@ impl EventSink {
             if 10u64.pow(dropped.ilog10()) == dropped {
                 tracing::warn!(
                     component = %self.component,
-                    capacity = self.capacity,
+                    capacity = self.tx.max_capacity(),
                     dropped,
                     "event queue full: event dropped (as client-go's recorder drops them)"
                 );
