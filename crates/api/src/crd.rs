@@ -288,6 +288,10 @@ pub const CONVERT_PATH: &str = "/convert";
 /// Path of the CloneSet defaulting (mutating admission) endpoint on the webhook server.
 pub const MUTATE_PATH: &str = "/mutate-cloneset";
 
+/// Name of the CloneSet defaulting webhook in [`MUTATING_CONFIG_NAME`] (what the apiserver names when it
+/// reports the webhook's denial).
+pub const MUTATING_WEBHOOK_NAME: &str = "mcloneset.insitu.io";
+
 /// Name of the MutatingWebhookConfiguration for CloneSet defaults (`deploy/webhook.yaml`).
 pub const MUTATING_CONFIG_NAME: &str = "insitu-cloneset-defaults";
 
@@ -330,7 +334,7 @@ pub fn mutating_webhook_configuration(target: &WebhookTarget, ca_bundle_b64: Opt
         "kind": "MutatingWebhookConfiguration",
         "metadata": { "name": MUTATING_CONFIG_NAME, "labels": { "app.kubernetes.io/name": "insitu" } },
         "webhooks": [{
-            "name": "mcloneset.insitu.io",
+            "name": MUTATING_WEBHOOK_NAME,
             "admissionReviewVersions": ["v1"],
             "clientConfig": client_config(target, MUTATE_PATH, ca_bundle_b64),
             "failurePolicy": "Fail",
@@ -362,11 +366,60 @@ fn shaped_version(crd: &CustomResourceDefinition, version: Version) -> Option<Va
     let mut ver = v.pointer("/spec/versions/0")?.clone();
     if let Some(spec) = ver.pointer_mut("/schema/openAPIV3Schema/properties/spec") {
         shape_spec_schema_for(spec, version);
+        if version == Version::V1beta1 {
+            accept_legacy_spelling(spec);
+        }
         cel::attach_to_spec(spec, version);
     }
     ver["served"] = json!(true);
     ver["storage"] = json!(version == Version::V1beta1);
     Some(ver)
+}
+
+/// Declares v1alpha1's spelling of the rolling-update fields on v1beta1's `updateStrategy` (v1alpha1's schema of
+/// each, without its defaults and rules), so that pruning keeps them for the defaulting webhook to move
+/// (`defaults::legacy`); a CEL rule (`validation::cel`) refuses them if they are still there after admission.
+fn accept_legacy_spelling(beta_spec: &mut Value) {
+    let Some(mut alpha) = serde_json::to_value(CloneSet::crd())
+        .ok()
+        .and_then(|v| v.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec").cloned())
+    else {
+        return;
+    };
+    shape_spec_schema_for(&mut alpha, Version::V1alpha1);
+    let fields = crate::defaults::legacy::MOVED_FIELDS
+        .iter()
+        .copied()
+        .chain(["inPlaceUpdateStrategy"]);
+    let Some(props) = beta_spec.pointer_mut("/properties/updateStrategy/properties") else {
+        return;
+    };
+    for field in fields {
+        let Some(mut schema) = alpha.pointer(&format!("/properties/updateStrategy/properties/{field}")).cloned()
+        else {
+            continue;
+        };
+        strip(&mut schema, &["default", "x-kubernetes-validations"]);
+        schema["description"] = json!(format!(
+            "apps.kruise.io/v1alpha1 spelling of rollingUpdate.{field}: accepted on writes and moved there by \
+             insitu's defaulting webhook; never stored."
+        ));
+        props[field] = schema;
+    }
+}
+
+/// Removes `keys` from a schema node and every node under it.
+fn strip(node: &mut Value, keys: &[&str]) {
+    match node {
+        Value::Object(m) => {
+            for k in keys {
+                m.remove(*k);
+            }
+            m.values_mut().for_each(|v| strip(v, keys));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| strip(v, keys)),
+        _ => {}
+    }
 }
 
 /// The CloneSet CRD as served to a real apiserver: v1alpha1 and v1beta1 (storage, as in Kruise master), converted

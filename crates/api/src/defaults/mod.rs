@@ -11,8 +11,10 @@
 //! calls [`admit`] in-process where a real apiserver would call the webhook. Kruise's `TemplateNoDefaults`
 //! gate (off by default) is not offered.
 
+pub mod legacy;
 pub mod patch;
 pub mod pod;
+pub mod warnings;
 
 pub use patch::json_patch;
 
@@ -102,6 +104,25 @@ pub fn admit(obj: &Value, old: Option<&Value>) -> Value {
     let mut out = obj.clone();
     cloneset(&mut out, inject);
     out
+}
+
+/// What the defaulting webhook answers an admitted CREATE or UPDATE with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admitted {
+    /// The object, defaulted.
+    pub object: Value,
+    /// `Warning`s for the client ([`warnings::template_warnings`]).
+    pub warnings: Vec<String>,
+}
+
+/// The defaulting webhook's whole answer for a CREATE or UPDATE: the v1alpha1 spelling of v1beta1's rolling-update
+/// fields moved ([`legacy::lift`]; `Err` when the request sets both spellings differently), then [`admit`], and
+/// the warnings for an update that will recreate pods the writer likely meant to update in place.
+pub fn admit_request(obj: &Value, old: Option<&Value>) -> Result<Admitted, Vec<crate::validation::FieldError>> {
+    let lifted = legacy::lift(obj, old)?;
+    let object = admit(lifted.as_ref().unwrap_or(obj), old);
+    let warnings = old.map_or_else(Vec::new, |o| warnings::template_warnings(&object, o));
+    Ok(Admitted { object, warnings })
 }
 
 fn set(m: &mut Map<String, Value>, key: &str, v: Value) {

@@ -30,6 +30,7 @@ pub(super) fn update_strategy_rules(version: Version) -> Vec<Rule> {
             "self in ['', 'RollingUpdate', 'OnDelete']",
             msg::BAD_TYPE_V1BETA1,
         ));
+        out.extend(legacy_spelling_rules());
         out.push(r(
             "updateStrategy.rollingUpdate.podUpdatePolicy",
             "self in ['', 'ReCreate', 'InPlaceIfPossible', 'InPlaceOnly']",
@@ -160,4 +161,28 @@ pub(super) fn update_strategy_rules(version: Version) -> Vec<Rule> {
     ]);
 
     out
+}
+
+/// v1beta1's schema declares v1alpha1's spelling of the rolling-update fields so that the defaulting webhook can
+/// move them (`defaults::legacy`); if they are still there at validation, the webhook did not run: refused, so a
+/// stored object never keeps them (a paused: true that pauses nothing).
+fn legacy_spelling_rules() -> Vec<Rule> {
+    crate::defaults::legacy::MOVED_FIELDS
+        .iter()
+        .copied()
+        .chain(["inPlaceUpdateStrategy"])
+        .map(|f| {
+            r(
+                "updateStrategy",
+                format!("!has(self.{f})"),
+                format!(
+                    "is the apps.kruise.io/v1alpha1 spelling of spec.updateStrategy.rollingUpdate.{f}, which insitu's \
+                     defaulting webhook moves there, and it did not run (kubectl get mutatingwebhookconfiguration \
+                     {}): set spec.updateStrategy.rollingUpdate.{f} instead",
+                    crate::crd::MUTATING_CONFIG_NAME
+                ),
+            )
+            .at(format!(".{f}"))
+        })
+        .collect()
 }
