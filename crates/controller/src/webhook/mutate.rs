@@ -19,12 +19,29 @@ pub fn review(body: &Value) -> Value {
     let object = request.and_then(|r| r.get("object")).filter(|o| o.is_object());
     if let Some(obj) = object {
         let old = request.and_then(|r| r.get("oldObject")).filter(|o| o.is_object());
-        let defaulted = insitu_api::defaults::admit(obj, old);
-        let ops = insitu_api::defaults::json_patch(obj, &defaulted);
-        if !ops.is_empty() {
-            let bytes = serde_json::to_vec(&ops).unwrap_or_default();
-            response["patchType"] = json!("JSONPatch");
-            response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+        match insitu_api::defaults::admit_request(obj, old) {
+            Ok(admitted) => {
+                if !admitted.warnings.is_empty() {
+                    response["warnings"] = json!(admitted.warnings);
+                }
+                let ops = insitu_api::defaults::json_patch(obj, &admitted.object);
+                if !ops.is_empty() {
+                    let bytes = serde_json::to_vec(&ops).unwrap_or_default();
+                    response["patchType"] = json!("JSONPatch");
+                    response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+                }
+            }
+            // Both spellings of a rolling-update field set differently: refused as invalid; the apiserver prefixes
+            // `admission webhook "…" denied the request: ` (apiserver `webhookerrors.ToStatusErr`).
+            Err(errs) => {
+                response["allowed"] = json!(false);
+                response["status"] = json!({
+                    "status": "Failure",
+                    "code": 422,
+                    "reason": "Invalid",
+                    "message": insitu_api::validation::aggregate(&errs),
+                });
+            }
         }
     }
     json!({ "apiVersion": api_version, "kind": "AdmissionReview", "response": response })
@@ -64,6 +81,38 @@ mod tests {
         assert_eq!(
             review(&json!({"request": {"uid": "d", "operation": "DELETE"}}))["response"]["allowed"],
             true
+        );
+    }
+
+    #[test]
+    fn moves_the_v1alpha1_spelling_and_refuses_a_contradiction() {
+        let old = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet", "metadata": {"name": "x"},
+            "spec": {"replicas": 10, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}});
+        let mut paused = old.clone();
+        paused["spec"]["updateStrategy"]["paused"] = json!(true);
+        let out = review(&json!({"request": {"uid": "p", "operation": "UPDATE", "object": paused, "oldObject": old}}));
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(out["response"]["patch"].as_str().unwrap())
+            .unwrap();
+        let ops: Vec<Value> = serde_json::from_slice(&patch).unwrap();
+        let mut patched = paused.clone();
+        let ops: json_patch::Patch = serde_json::from_value(json!(ops)).unwrap();
+        json_patch::patch(&mut patched, &ops).unwrap();
+        assert_eq!(patched["spec"]["updateStrategy"]["rollingUpdate"]["paused"], true);
+        assert!(patched["spec"]["updateStrategy"].get("paused").is_none());
+
+        let mut both = paused.clone();
+        both["spec"]["updateStrategy"]["partition"] = json!(3);
+        both["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = json!(4);
+        let out = review(&json!({"request": {"uid": "b", "operation": "UPDATE", "object": both, "oldObject": old}}));
+        assert_eq!(out["response"]["allowed"], false);
+        assert_eq!(out["response"]["status"]["code"], 422);
+        let msg = out["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("spec.updateStrategy.partition: Invalid value: 3")
+                && msg.contains("spec.updateStrategy.rollingUpdate.partition (4)"),
+            "{msg}"
         );
     }
 }
