@@ -183,6 +183,11 @@ impl FieldCheck {
         })
     }
 
+    /// Records warnings from admission (the defaulting webhook's, `insitu_api::defaults::warnings`).
+    pub(super) fn warn(&self, msgs: Vec<String>) {
+        lock(&self.warnings).extend(msgs);
+    }
+
     /// Adds the collected warnings to a response as `Warning: 299 - "<text>"` headers.
     pub(super) fn finish(&self, mut resp: Response) -> Response {
         let warnings = std::mem::take(&mut *lock(&self.warnings));

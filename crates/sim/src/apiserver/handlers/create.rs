@@ -196,7 +196,7 @@ impl ApiServer {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
                 }
-                obj = admit_cloneset(view, name, obj, None)?;
+                obj = admit_cloneset(view, name, obj, None, |_| {})?;
             }
             // A custom resource with a status subresource: the main endpoint drops status on create.
             ("apps.kruise.io", _) => {

@@ -166,7 +166,7 @@ impl ApiServer {
                 Method::GET => self.list_or_watch(req),
                 Method::POST => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(self.field_checked(&fv, self.create(req, &ns, &fv)?))
+                    Ok(self.field_checked(&fv, self.create(req, &ns, &fv)))
                 }
                 Method::DELETE => self.delete_collection(req, &ns),
                 _ => Err(ApiError::method_not_allowed()),
@@ -180,11 +180,11 @@ impl ApiServer {
                 Method::GET => self.get(req, &ns, &name),
                 Method::PUT => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(self.field_checked(&fv, self.update(req, &ns, &name, Mode::Main, &fv)?))
+                    Ok(self.field_checked(&fv, self.update(req, &ns, &name, Mode::Main, &fv)))
                 }
                 Method::PATCH => {
                     let fv = FieldCheck::from_request(req)?;
-                    Ok(self.field_checked(&fv, self.patch(req, &ns, &name, Mode::Main, &fv)?))
+                    Ok(self.field_checked(&fv, self.patch(req, &ns, &name, Mode::Main, &fv)))
                 }
                 Method::DELETE => self.delete(req, &ns, &name),
                 _ => Err(ApiError::method_not_allowed()),
@@ -211,11 +211,11 @@ impl ApiServer {
                     Method::GET => self.get(req, &ns, &name),
                     Method::PUT => {
                         let fv = FieldCheck::from_request(req)?;
-                        Ok(self.field_checked(&fv, self.update(req, &ns, &name, mode, &fv)?))
+                        Ok(self.field_checked(&fv, self.update(req, &ns, &name, mode, &fv)))
                     }
                     Method::PATCH => {
                         let fv = FieldCheck::from_request(req)?;
-                        Ok(self.field_checked(&fv, self.patch(req, &ns, &name, mode, &fv)?))
+                        Ok(self.field_checked(&fv, self.patch(req, &ns, &name, mode, &fv)))
                     }
                     _ => Err(ApiError::method_not_allowed()),
                 }
@@ -226,10 +226,16 @@ impl ApiServer {
 
 impl ApiServer {
     /// A field-checked write's response: its `Warning` headers, and the unknown fields it lost counted in
-    /// [`crate::apiserver::ApiStats::pruned`].
-    fn field_checked(&self, fv: &FieldCheck, resp: Response) -> Response {
-        self.count_pruned(fv.pruned());
-        fv.finish(resp)
+    /// [`crate::apiserver::ApiStats::pruned`]. A refused write keeps the warnings collected before the refusal
+    /// (kube-apiserver writes each warning's header as it is recorded, e.g. a webhook's, then the error).
+    fn field_checked(&self, fv: &FieldCheck, resp: ApiResult<Response>) -> Response {
+        match resp {
+            Ok(resp) => {
+                self.count_pruned(fv.pruned());
+                fv.finish(resp)
+            }
+            Err(e) => fv.finish(axum::response::IntoResponse::into_response(e)),
+        }
     }
 }
 

@@ -98,13 +98,29 @@ pub(super) fn admit_cloneset(
     name: &str,
     obj: Value,
     old: Option<&Value>,
+    warn: impl FnOnce(Vec<String>),
 ) -> ApiResult<Value> {
     let mut v = present_value(view, obj);
     metadata_validation::cloneset_meta_types(view, &v)?;
     structural::apply(&mut v);
     // Kruise's mutating webhook (mcloneset.kb.io; `insitu run` serves the same function at /mutate-cloneset)
     // runs after the schema defaults and before validation, on the object in the version the client wrote.
-    v = insitu_api::defaults::admit(&v, old.map(|o| present_value(view, o.clone())).as_ref());
+    let old_view = old.map(|o| present_value(view, o.clone()));
+    let admitted = insitu_api::defaults::admit_request(&v, old_view.as_ref()).map_err(|errs| {
+        // As kube-apiserver reports a webhook's denial (`webhookerrors.ToStatusErr`): the webhook's Status, its
+        // message prefixed with the webhook's name.
+        ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "admission webhook \"{}\" denied the request: {}",
+                insitu_api::crd::MUTATING_WEBHOOK_NAME,
+                insitu_api::validation::aggregate(&errs)
+            ),
+        )
+    })?;
+    v = admitted.object;
+    warn(admitted.warnings);
     let errs = match (view.version, old) {
         ("v1beta1", None) => {
             let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;

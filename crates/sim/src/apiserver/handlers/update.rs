@@ -68,6 +68,7 @@ impl ApiServer {
                 &old,
                 node.as_ref(),
                 cur.len() + req.body.len(),
+                Some(fv),
             )
         })?;
         written_response(req.rt, created_or_ok(create), &written)
@@ -120,7 +121,7 @@ impl ApiServer {
             };
             let target = Target { rt, view, ns, name };
             let bound = cur.len() + req.body.len() + copies;
-            self.checked_update(target, mode, new, &old, node.as_ref(), bound)
+            self.checked_update(target, mode, new, &old, node.as_ref(), bound, Some(fv))
         })?;
         written_response(view, created_or_ok(create), &written)
     }
@@ -135,9 +136,10 @@ impl ApiServer {
         old: &Value,
         node: Option<&ResizeNode>,
         size_bound: usize,
+        warnings: Option<&FieldCheck>,
     ) -> ApiResult<Write> {
         check_rv(target.rt, target.name, &new, old)?;
-        let w = self.finish_update(target, mode, new, old, node)?;
+        let w = self.finish_update(target, mode, new, old, node, warnings)?;
         if let Write::Put(v) = &w {
             limits::check_object(v, size_bound)?;
         }
@@ -153,6 +155,7 @@ impl ApiServer {
         mut new: Value,
         old: &Value,
         resize_node: Option<&ResizeNode>,
+        warnings: Option<&FieldCheck>,
     ) -> ApiResult<Write> {
         let Target { rt, view, ns, name } = target;
         {
@@ -274,7 +277,11 @@ impl ApiServer {
         }
         if rt.is_cloneset() {
             if mode == Mode::Main {
-                new = admit_cloneset(view, name, new, Some(old))?;
+                new = admit_cloneset(view, name, new, Some(old), |w| {
+                    if let Some(fv) = warnings {
+                        fv.warn(w);
+                    }
+                })?;
             } else {
                 structural::apply(&mut new);
             }
