@@ -157,3 +157,6 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod cli_doc;
