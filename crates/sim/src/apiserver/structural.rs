@@ -126,3 +126,28 @@ mod tests {
         assert!(cs["status"].get("labelSelector").is_none());
     }
 }
+
+/// The fields the schema requires that `obj` (in its own version) lacks, as kube-apiserver's schema validation
+/// reports them (`spec.selector: Required value`), walking only objects that are present.
+pub fn missing_required(obj: &Value) -> Vec<String> {
+    let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let mut out = Vec::new();
+    required_in(obj, schema(version), "", &mut out);
+    out
+}
+
+fn required_in(v: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
+    let Some(m) = v.as_object() else { return };
+    for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+        let Some(key) = key.as_str() else { continue };
+        if m.get(key).is_none_or(Value::is_null) {
+            out.push(if path.is_empty() { key.to_string() } else { format!("{path}.{key}") });
+        }
+    }
+    for (k, sub) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        if let Some(child) = m.get(k).filter(|c| c.is_object()) {
+            let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            required_in(child, sub, &p, out);
+        }
+    }
+}

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::apiserver::errors::{ApiError, ApiResult};
+use crate::apiserver::errors::{ApiError, ApiResult, FieldErr};
 use crate::apiserver::metadata_validation;
 use crate::apiserver::resources::{self, ResourceType};
 use crate::apiserver::{events, secrets, structural};
@@ -121,6 +121,14 @@ pub(super) fn admit_cloneset(
     })?;
     v = admitted.object;
     warn(admitted.warnings);
+    // The schema's required fields, checked after admission as the CRD handler's validation does.
+    let missing: Vec<FieldErr> = structural::missing_required(&v)
+        .iter()
+        .map(|f| FieldErr::required(f, ""))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ApiError::invalid(view, name, &missing));
+    }
     let errs = match (view.version, old) {
         ("v1beta1", None) => {
             let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
