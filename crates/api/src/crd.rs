@@ -13,11 +13,12 @@
 //!   apiserver's static cost estimate fits its budget. Where Kubernetes itself limits a value (label values 63,
 //!   DNS labels 63, pod names 253) the bound is that limit; counts are above anything a real CloneSet uses,
 //!   except `podsToDelete`, capped at 256 names per edit (its uniqueness rule is quadratic).
-//! - **Defaults** (Kruise's mutating webhook, research §1.5) that are static: `replicas: 1`,
-//!   `revisionHistoryLimit: 10`, `updateStrategy: {}` and inside it `type: ReCreate`, `partition: 0`,
-//!   `maxUnavailable: "20%"`, `maxSurge: 0`. They only fill absent fields, never `template`, so revision hashes
-//!   (computed from the template alone) are unaffected, and they equal the values the code assumes for absent
-//!   fields (`CloneSetSpec::replicas()` etc.), so an object reads the same with or without them.
+//! - **Defaults** (Kruise's mutating webhook: `apis/apps/defaults/v1alpha1.go`, `SetDefaultsCloneSet`) that
+//!   are static: `replicas: 1`, `revisionHistoryLimit: 10`, `updateStrategy: {}` and inside it
+//!   `type: ReCreate`, `partition: 0`, `maxUnavailable: "20%"`, `maxSurge: 0`. They only fill absent fields,
+//!   never `template`, so revision hashes (computed from the template alone) are unaffected, and they equal
+//!   the values the code assumes for absent fields (`CloneSetSpec::replicas()` etc.), so an object reads the
+//!   same with or without them.
 //!   Not expressible as CRD defaults, hence left to the controller: `inPlaceUpdateStrategy: {}` for in-place
 //!   types (conditional; the controller treats absent as zero grace) and the pod template defaults
 //!   (`imagePullPolicy: Always` etc., which must not be written into the CloneSet's template by a CRD).

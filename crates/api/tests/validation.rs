@@ -1,5 +1,6 @@
-//! CloneSet validation: one test per rule (research §1.6), Kruise's webhook test cases (§4.5), the template
-//! checks, and the CEL rules in the generated CRD.
+//! CloneSet validation: one test per rule of Kruise's `validateCloneSetSpec`, its webhook test cases
+//! (`pkg/webhook/cloneset/validating/validation_test.go`), the template checks, and the CEL rules in the
+//! generated CRD.
 
 use insitu_api::CloneSet;
 use insitu_api::validation::{aggregate, cel, msg, validate_create, validate_update};

@@ -1,4 +1,5 @@
-//! Kruise's `calculateDiffsWithExpectation` (research §3.5) and `limitUpdateIndexes` (§3.7 step 6).
+//! Kruise's `calculateDiffsWithExpectation` (`sync/cloneset_sync_utils.go`) and `limitUpdateIndexes`
+//! (`sync/cloneset_update.go`).
 
 use insitu_api::CloneSetSpec;
 use insitu_api::validation::intstr::{legacy_scaled_value, scaled_value};

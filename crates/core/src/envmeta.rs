@@ -1,5 +1,7 @@
-//! Env from metadata in place (research §2.3 step 6, §2.6, §2.8): which containers read a changed label or
-//! annotation through the downward API, and whether the node agent restarted them with the new values.
+//! Env from metadata in place (Kruise `inplace_update_defaults.go`: `defaultCalculateInPlaceUpdateSpec`,
+//! `defaultPatchUpdateSpecToPod`; kruise-daemon's `pkg/daemon/containermeta`): which containers read a
+//! changed label or annotation through the downward API, and whether the node agent restarted them with the
+//! new values.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -28,7 +28,8 @@ pub fn json(plan: &Plan) -> PlanOutput<'_> {
     }
 }
 
-/// One line per budget number: its value and what it means (Kruise names, research §3.5).
+/// One line per budget number: its value and what it means (the names of Kruise's
+/// `calculateDiffsWithExpectation`, `sync/cloneset_sync_utils.go`).
 pub fn budget_lines(b: &Budget) -> Vec<String> {
     let rows: [(&str, i32, &str); 13] = [
         (

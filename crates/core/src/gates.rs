@@ -1,4 +1,5 @@
-//! Kruise feature gates that change CloneSet behaviour (research §3.12), with Kruise's defaults.
+//! Kruise feature gates that change CloneSet behaviour (`pkg/features/kruise_features.go`), with Kruise's
+//! defaults.
 
 use std::collections::BTreeMap;
 
@@ -18,9 +19,11 @@ pub struct FeatureGates {
     /// `RecreatePodWhenChangeVCTInCloneSetGate`: a pod whose revision's volumeClaimTemplates hash differs
     /// from the target's is recreated instead of updated in place (not under InPlaceOnly). Kruise default: off.
     pub recreate_pod_when_change_vct: bool,
-    /// cpu/memory changes resize pods in place through `pods/resize` (research §2.7). insitu default: on.
+    /// cpu/memory changes resize pods in place through `pods/resize` (Kruise
+    /// `pkg/util/inplaceupdate/inplace_update_vertical.go`). insitu default: on.
     pub in_place_workload_vertical_scaling: bool,
-    /// `PreDownloadImageForInPlaceUpdate`: ImagePullJobs for an in-place update's new images (research §3.11).
+    /// `PreDownloadImageForInPlaceUpdate`: ImagePullJobs for an in-place update's new images (Kruise
+    /// `pkg/controller/cloneset/cloneset_predownload_image.go`, `createImagePullJobsForInPlaceUpdate`).
     /// Kruise default: off (Alpha); it also needs `KruiseDaemon`.
     pub pre_download_image_for_in_place_update: bool,
     /// `KruiseDaemon`: node agents run (image pulls, container restarts). Kruise default: on (Beta); off, it

@@ -4,7 +4,8 @@ use serde_json::{Map, Value};
 
 /// Marshals `v` exactly as Go's `json.Marshal` of the equivalent `map[string]interface{}` would:
 /// keys sorted bytewise, `<`, `>`, `&`, U+2028/U+2029 escaped, integers without a fraction.
-/// Kruise: revision data is unmarshalled into `map[string]interface{}` and re-marshalled (research §3.3).
+/// Kruise: revision data is unmarshalled into `map[string]interface{}` and re-marshalled
+/// (`pkg/controller/cloneset/revision/cloneset_revision.go`, `getPatch`).
 pub fn marshal(v: &Value) -> String {
     let mut out = String::with_capacity(1024);
     write_value(v, &mut out);

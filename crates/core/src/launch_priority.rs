@@ -1,5 +1,6 @@
-//! Container launch priority (research §2.6): the `KRUISE_CONTAINER_BARRIER` env Kruise's pod webhook injects,
-//! and the steps of Kruise's container-launch-priority controller over the pod's barrier ConfigMap.
+//! Container launch priority (Kruise `pkg/webhook/pod/mutating/container_launch_priority_initialization.go`,
+//! `pkg/controller/containerlaunchpriority`): the `KRUISE_CONTAINER_BARRIER` env Kruise's pod webhook
+//! injects, and the steps of Kruise's container-launch-priority controller over the pod's barrier ConfigMap.
 //!
 //! insitu has no pod webhook: it injects the env itself when it builds a pod (`pods::new_pod`).
 

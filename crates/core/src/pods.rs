@@ -317,7 +317,8 @@ pub fn new_pvc(cs: &CloneSet, vct: &PersistentVolumeClaim, id: &str) -> Persiste
     }
 }
 
-/// Kruise `newVersionedPods` + k8s `GetPodFromTemplate` (research §3.9): a pod for `template` at `revision`.
+/// Kruise `newVersionedPods` (`pkg/controller/cloneset/core/cloneset_core.go`) + Kubernetes
+/// `GetPodFromTemplate` (`pkg/controller/controller_utils.go`): a pod for `template` at `revision`.
 pub fn new_pod(
     cs: &CloneSet,
     template: &PodTemplateSpec,

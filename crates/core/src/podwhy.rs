@@ -1,5 +1,6 @@
 //! `insitu explain`: per pod, whether its next update goes in place or recreates it and why (the exact fields),
-//! its stage (None / Preparing / Updating / Updated, design.md's seed phases) and what it waits for.
+//! its stage (None / Preparing / Updating / Updated, docs/operations.md, "A pod's stage with plain kubectl")
+//! and what it waits for.
 
 use std::fmt::Write;
 
@@ -57,7 +58,7 @@ fn condition(pod: &Pod, type_: &str) -> Option<bool> {
         .map(|c| c.status == "True")
 }
 
-/// The seed phase of a pod, from Kruise's fields (design.md's table).
+/// The seed phase of a pod, from Kruise's fields (the table in docs/operations.md, "A pod's stage").
 pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
     let grace = annotation(pod, keys::INPLACE_UPDATE_GRACE_ANNOTATION);
     let state = annotation(pod, keys::INPLACE_UPDATE_STATE_ANNOTATION);

@@ -1,5 +1,6 @@
-//! Kruise's image pre-download for in-place updates (`PreDownloadImageForInPlaceUpdate`, research §3.11): which
-//! ImagePullJobs a CloneSet owns for its update revision, planned from the revisions alone (pure).
+//! Kruise's image pre-download for in-place updates (`PreDownloadImageForInPlaceUpdate`,
+//! `cloneset_predownload_image.go`): which ImagePullJobs a CloneSet owns for its update revision, planned
+//! from the revisions alone (pure).
 //!
 //! Kruise's CloneSet controller, each reconcile, before scaling and updating: while the current and update
 //! revisions differ, and once `status.updatedReadyReplicas` reaches `imagePreDownloadMinUpdatedReadyPods`, it

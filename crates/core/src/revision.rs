@@ -75,7 +75,8 @@ pub fn equal_to_revision(label: &str, revision: &str) -> bool {
     !label.is_empty() && (label == revision || short_hash(label) == short_hash(revision))
 }
 
-/// The revision data Kruise stores: `{"spec":{"template":{...,"$patch":"replace"}}}` (research §3.3).
+/// The revision data Kruise stores: `{"spec":{"template":{...,"$patch":"replace"}}}` (Kruise
+/// `cloneset_revision.go`, `getPatch`).
 pub fn revision_data(template: &PodTemplateSpec) -> Value {
     let mut t = serde_json::to_value(template).unwrap_or(Value::Object(Map::new()));
     gojson::normalize_pod_template(&mut t);
@@ -201,8 +202,8 @@ pub fn new_revision(
     }
 }
 
-/// Kruise `getActiveRevisions` (research §3.3): reuse the newest equal revision, bump an older equal one
-/// (rollback), or create a new one, bumping collisionCount on a name clash with different data.
+/// Kruise `getActiveRevisions` (`cloneset_controller.go`): reuse the newest equal revision, bump an older
+/// equal one (rollback), or create a new one, bumping collisionCount on a name clash with different data.
 pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) -> ActiveRevisions {
     let mut all: Vec<Arc<ControllerRevision>> = revisions.to_vec();
     sort_revisions(&mut all);

@@ -1,4 +1,5 @@
-//! Pod orderings: update candidates (research §3.7 step 5) and scale-down victims (§3.6 step 7).
+//! Pod orderings: update candidates (Kruise `SortUpdateIndexes`, `sync/cloneset_update.go`) and scale-down
+//! victims (`choosePodsToDelete`, `sync/cloneset_scale.go`).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, HashMap};

@@ -1,4 +1,5 @@
-//! CloneSet status (research §1.3): counts, currentRevision promotion, conditions, write-only-when-changed.
+//! CloneSet status (Kruise `cloneset_status.go`, `calculateStatus`): counts, currentRevision promotion,
+//! conditions, write-only-when-changed.
 
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
 //! `StrMap`: a pod's labels or annotations in two allocations, and `Entries`, a read-only view of either form.
 //!
-//! In a `BTreeMap<String, String>` five labels cost a 640-byte tree node plus ten string allocations; over
-//! a controller's 10,000 cached pods, labels and annotations were 24 MB of a 38 MB cache (session 13's
-//! heap profile in `docs/benchmarks.md`). A packed pod keeps them as one text of keys and values and their
-//! end offsets. Maps of a pod are small, so a linear scan finds a key as fast as the tree did.
+//! In a `BTreeMap<String, String>` five labels cost a 640-byte tree node plus ten string allocations; over a
+//! controller's 10,000 cached pods, labels and annotations were 24 MB of a 38 MB cache (a heap profile;
+//! `docs/benchmarks.md`, "The controller's memory"). A packed pod keeps them as one text of keys and values
+//! and their end offsets. Maps of a pod are small, so a linear scan finds a key as fast as the tree did.
 
 use std::collections::BTreeMap;
 

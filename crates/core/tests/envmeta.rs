@@ -1,6 +1,6 @@
 //! Env from metadata and container priorities in place: Kruise's `CalculateInPlaceUpdateSpec` #4 and its
-//! `TestDefaultPatchUpdateSpecToPod` batch cases (research §4.4), the completion check on the node agent's
-//! report, and launch-priority injection at pod creation.
+//! `TestDefaultPatchUpdateSpecToPod` batch cases (`inplace_update_defaults_test.go`), the completion check on
+//! the node agent's report, and launch-priority injection at pod creation.
 
 use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
 use insitu_api::inplace::InPlaceUpdateState;

@@ -1,4 +1,5 @@
-//! Planner behaviour on whole snapshots: research §4.3 update flow, §4.5 scale/status/revision scenarios.
+//! Planner behaviour on whole snapshots: Kruise's `TestUpdate` (`sync/cloneset_update_test.go`) update flow,
+//! `TestScale` (`sync/cloneset_scale_test.go`) and the status and revision scenarios.
 
 mod common;
 
@@ -485,8 +486,9 @@ fn mark_pod_not_ready_on_pre_delete() {
     assert!(!w.names().contains(&victim));
 }
 
-/// `RecreatePodWhenChangeVCTInCloneSetGate` (research §2.3 step 3, §4.5 TestReconcile VCT cases): image + VCT
-/// change → recreate with the gate, in place without it, and in place under InPlaceOnly.
+/// `RecreatePodWhenChangeVCTInCloneSetGate` (`CanVCTemplateInplaceUpdate`; Kruise `TestReconcile`'s VCT cases
+/// in `cloneset_controller_test.go`): image + VCT change → recreate with the gate, in place without it, and
+/// in place under InPlaceOnly.
 #[test]
 fn vct_change_recreates_only_with_the_gate() {
     let outcome = |gate: bool, stype: &str| {

@@ -4,8 +4,8 @@
 /// default, 10 s, left 5–18 MiB of a 10k-pod rollout's freed pages resident 15 s after it (the background
 /// thread purges along a curve, not at the deadline); with 1 s they are back within seconds of the burst.
 /// The cost is more `madvise` calls during a burst (CPU unchanged within noise at 10k pods:
-/// `docs/benchmarks.md`, session 15). The embedded cluster keeps the default: it frees and reuses memory
-/// all the time, and RSS is not what it is judged by.
+/// `docs/benchmarks.md`, "The controller's memory"). The embedded cluster keeps the default: it frees and
+/// reuses memory all the time, and RSS is not what it is judged by.
 pub const CONTROLLER_DIRTY_DECAY_MS: isize = 1000;
 
 /// Sets jemalloc's dirty-page decay for every arena, the present ones and those made later, unless the
@@ -41,7 +41,7 @@ pub fn set_dirty_decay(_ms: isize) -> bool {
 /// runtime thread), unless the operator chose (`_RJEM_MALLOC_CONF=tcache…`). A thread's cache keeps objects it
 /// freed for its next allocations; a runtime thread idle after a rollout keeps them, with the pages under them.
 /// Without it: 60.4 / 60.9 MiB after two 10k-pod rollouts instead of 62.5 / 63.3, the same CPU within noise
-/// (`docs/benchmarks.md`, session 15). Returns whether it was turned off.
+/// (`docs/benchmarks.md`, "The controller's memory"). Returns whether it was turned off.
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
 pub fn disable_thread_cache() -> bool {
     use tikv_jemalloc_ctl::{Access as _, AsName as _};

@@ -9,7 +9,7 @@ use insitu::{
 use std::process::ExitCode;
 
 /// jemalloc, as Linkerd's policy-controller uses: glibc's malloc/free were ~35% of the embedded cluster's CPU
-/// (docs/benchmarks.md, "The embedded cluster's per-write costs, cut"). Built with its background thread on
+/// (docs/benchmarks.md, "Choices these figures rest on"). Built with its background thread on
 /// (Cargo.toml): the pages a rollout frees go back to the system 10 s after they were last used (1 s in
 /// `insitu run`: `allocator::CONTROLLER_DIRTY_DECAY_MS`).
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
@@ -157,3 +157,6 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod cli_doc;

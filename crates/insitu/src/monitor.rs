@@ -7,7 +7,8 @@ use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-/// The seed's four phases, derived from Kruise's real fields (design.md, "The seed's phases").
+/// The seed's four phases, derived from Kruise's real fields (docs/operations.md, "A pod's stage with plain
+/// kubectl").
 pub fn stage(pod: &Pod) -> &'static str {
     let ann = pod.annotations();
     if ann.contains_key(keys::INPLACE_UPDATE_GRACE_ANNOTATION) {

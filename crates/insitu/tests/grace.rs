@@ -1,5 +1,6 @@
-//! Sim-backed grace-period and completion edge cases (research §2.5) on virtual time: a template changed
-//! again or rolled back during the grace period, and a new tag of the same digest.
+//! Sim-backed grace-period and completion edge cases (Kruise `pkg/util/inplaceupdate/inplace_update.go`,
+//! `Refresh` and `finishGracePeriod`) on virtual time: a template changed again or rolled back during the
+//! grace period, and a new tag of the same digest.
 
 mod common;
 

@@ -5,7 +5,8 @@
 //! `cargo run --release -p insitu-sim --example json_passes`. The figures bound the simulator from below: every
 //! write the kubelets and the controller make goes through the writer's encode, the apiserver's parse, its
 //! strict check, its read of the stored object, its encode of the new one, and one decode per watcher that
-//! receives it; `docs/benchmarks.md` (session 24) multiplies them by a rollout's writes.
+//! receives it; `docs/benchmarks.md` ("The embedded cluster's speed and its floor") multiplies them by a
+//! rollout's writes.
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! Kruise's CloneSet defaults (its mutating webhook `/mutate-apps-kruise-io-cloneset`), as pure functions on JSON.
 //!
-//! Kruise (`pkg/webhook/cloneset/mutating`, `apis/apps/defaults` `SetDefaultsCloneSet[V1beta1]`, research §1.5)
+//! Kruise (`pkg/webhook/cloneset/mutating`, `apis/apps/defaults` `SetDefaultsCloneSet[V1beta1]`)
 //! defaults the spec (`replicas: 1`, `revisionHistoryLimit: 10`, the update strategy) on every CREATE and UPDATE,
 //! and the pod template ([`pod::pod_spec`]) and volumeClaimTemplates on CREATE, and on UPDATE only when the
 //! template changed. The stored template therefore carries Kubernetes' scheme defaults (and

@@ -2,8 +2,10 @@
 //!
 //! The same rules, as far as CEL can express them, are attached to the CRD (`cel.rs`) so that a real apiserver
 //! enforces them without a webhook; the embedded apiserver and the controller call [`validate_create`] /
-//! [`validate_update`]. Messages and field paths are Kruise's (research §1.6), rendered like apimachinery's
-//! `field.Error`; where Kruise's message is a bare `Required value` / `Not found`, a short fix hint follows.
+//! [`validate_update`]. Messages and field paths are Kruise's
+//! (`pkg/webhook/cloneset/validating/validation.go`, `validateCloneSetSpec`, `ValidateCloneSetV1beta1`),
+//! rendered like apimachinery's `field.Error`; where Kruise's message is a bare `Required value` / `Not found`,
+//! a short fix hint follows.
 //!
 //! insitu additions on top of Kruise (rejected values are nonsense Kruise happens to let through):
 //! `revisionHistoryLimit`, `minReadySeconds`, `maxUnavailable` and `maxSurge` must not be negative, and a

@@ -209,7 +209,8 @@ mod tests {
         p
     }
 
-    // Kruise TestCheckInPlaceUpdateCompleted (research §4.4): the status fallback, no node agent.
+    // Kruise TestCheckInPlaceUpdateCompleted (`pkg/util/inplaceupdate/inplace_update_test.go`): the status
+    // fallback, no node agent.
     #[test]
     fn kruise_completion_rows_on_the_status() {
         let p = pod("foo:v2", "foo:v2", "img02", "containerd://2");

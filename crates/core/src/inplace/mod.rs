@@ -1,6 +1,7 @@
-//! In-place update rules (research §2.3–2.6): eligibility from the revision diff (here), then start and
-//! grace ([`start`]), container batches by launch priority ([`batch`]), completion ([`complete`]) and
-//! the restart a kubelet had already decided ([`restart`]).
+//! In-place update rules (Kruise `pkg/util/inplaceupdate`: `defaultCalculateInPlaceUpdateSpec` and the rest):
+//! eligibility from the revision diff (here), then start and grace ([`start`]), container batches by launch
+//! priority ([`batch`]), completion ([`complete`]) and the restart a kubelet had already decided
+//! ([`restart`]).
 
 mod batch;
 mod complete;
@@ -63,7 +64,7 @@ impl InPlaceSpec {
 
 /// Kruise `defaultCalculateInPlaceUpdateSpec` on two revision templates (with `$patch`). `Err` says why the
 /// change cannot be applied in place (→ recreate, or refusal under InPlaceOnly). `vertical` is the
-/// `InPlaceWorkloadVerticalScaling` gate: cpu/memory changes resize in place (research §2.7).
+/// `InPlaceWorkloadVerticalScaling` gate: cpu/memory changes resize in place (`inplace_update_vertical.go`).
 pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InPlaceSpec, String> {
     let mut ops = Vec::new();
     diff(old_tpl, new_tpl, "", &mut ops);
@@ -129,7 +130,8 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InP
     }
     if meta_changed {
         // Kruise applies the metadata as a strategic-merge patch (labels/annotations/finalizers).
-        // Without a node agent, env-from-metadata is a plain metadata change (research §2.8).
+        // Without a node agent, env-from-metadata is a plain metadata change (docs/in-place.md, "Env from
+        // metadata").
         let om = old_tpl.get("metadata");
         let nm = new_tpl.get("metadata");
         spec.labels = map_changes(&str_map(om, "labels"), &str_map(nm, "labels"));
@@ -231,7 +233,8 @@ mod tests {
         json!({"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": "2", "memory": "2Gi"}})
     }
 
-    // Kruise TestCalculateInPlaceUpdateSpec's resource rows (research §4.4).
+    // Kruise TestCalculateInPlaceUpdateSpec's resource rows
+    // (`pkg/util/inplaceupdate/inplace_update_test.go`).
     #[test]
     fn cpu_only_is_a_resize() {
         let s = calculate(
@@ -352,7 +355,7 @@ mod tests {
         .unwrap()
     }
 
-    // Kruise TestCheckPodNeedsBeUnready rows (research §4.4).
+    // Kruise TestDefaultCheckPodNeedsBeUnready rows (`inplace_update_defaults_test.go`).
     #[test]
     fn unready_only_when_a_changed_resource_restarts() {
         let spec = calculate(

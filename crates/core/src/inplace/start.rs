@@ -81,9 +81,9 @@ impl StartTemplate {
         self.grace_json.is_some() && self.state_json.is_some()
     }
 
-    /// The pod write that starts an in-place update (Kruise `updatePodInPlace`, research §2.4): revision
-    /// labels, lifecycle `Updating`, the state annotation, and either the new images now (grace 0) or the
-    /// grace annotation (images untouched until the grace period ends).
+    /// The pod write that starts an in-place update (Kruise `updatePodInPlace`, `inplace_update.go`):
+    /// revision labels, lifecycle `Updating`, the state annotation, and either the new images now (grace 0)
+    /// or the grace annotation (images untouched until the grace period ends).
     pub fn mutation(&self, pod: &Pod) -> PodMutation {
         let mut m = PodMutation::default();
         m.labels.insert(
@@ -149,7 +149,7 @@ pub enum Grace {
     Stale(PodMutation, String),
 }
 
-/// Kruise `finishGracePeriod` (research §2.5).
+/// Kruise `finishGracePeriod` (`pkg/util/inplaceupdate/inplace_update.go`).
 pub fn finish_grace(
     pod: &Pod,
     pod_revision: &str,
@@ -327,8 +327,8 @@ mod tests {
         );
     }
 
-    // Kruise TestRefresh's grace rows (research §4.4): grace 30 s started 10 s ago waits (the remainder
-    // rounded up to whole seconds), grace 5 s started 10 s ago is applied.
+    // Kruise TestRefresh's grace rows (`inplace_update_test.go`): grace 30 s started 10 s ago waits (the
+    // remainder rounded up to whole seconds), grace 5 s started 10 s ago is applied.
     #[test]
     fn grace_waits_then_applies_as_kruise_refresh() {
         let spec = calculate(&rtpl("foo1", json!({})), &rtpl("foo2", json!({})), true).unwrap();

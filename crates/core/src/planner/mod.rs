@@ -1,4 +1,5 @@
-//! `plan()`: one Kruise reconcile (research §3.2) as a pure function: revisions → scale or update → status.
+//! `plan()`: one Kruise reconcile (`cloneset_controller.go`, `doReconcile`) as a pure function: revisions →
+//! scale or update → status.
 
 mod refresh;
 mod scale;
@@ -116,7 +117,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Kruise `getOwnedPVCs` + `cleanupPVCs` (research §3.2 steps 5–6). With PVC reuse (the default) every
+    /// Kruise `getOwnedPVCs` + `cleanupPVCs` (`cloneset_controller.go`). With PVC reuse (the default) every
     /// owned PVC stays in play, so a pod that vanished gets its claims back. With `disablePVCReuse`, a PVC of
     /// an inactive pod (Succeeded, Failed or deleting) is handed over to that pod, so it goes away with it,
     /// and a PVC of no pod at all is deleted; only PVCs of active pods stay in play.

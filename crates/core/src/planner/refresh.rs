@@ -20,7 +20,7 @@ impl Planner<'_> {
         let now = self.s.now;
         let before = self.plan.actions.len();
         let ipu_true = f.ipu_true();
-        // In-place Refresh (research §2.5).
+        // In-place Refresh (Kruise `pkg/util/inplaceupdate/inplace_update.go`, `realControl.Refresh`).
         let mut containers_done = true;
         // Whether the containers are done, for the Updating → Normal check (None: not looked at).
         let mut completed: Option<bool> = None;
@@ -128,7 +128,7 @@ impl Planner<'_> {
             });
         }
 
-        // Lifecycle transitions (research §3.8).
+        // Lifecycle transitions (Kruise `sync/cloneset_update.go`, `refreshPodState`; `pkg/util/lifecycle`).
         let lc = self.cs.spec.lifecycle.as_ref();
         let ipu_hook = lc.and_then(|l| l.in_place_update.as_ref());
         let updated_or_normal = || {

@@ -1,4 +1,5 @@
-//! Kruise sync/scale (research §3.6): PreparingDelete comeback, scale up with instance ids and PVCs, specified delete, scale down.
+//! Kruise `pkg/controller/cloneset/sync/cloneset_scale.go`: PreparingDelete comeback, scale up with instance
+//! ids and PVCs, specified delete, scale down.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -94,7 +95,7 @@ impl Planner<'_> {
         );
     }
 
-    /// Kruise `Scale` (research §3.6). Returns true when it planned any write.
+    /// Kruise `realControl.Scale` (`sync/cloneset_scale.go`). Returns true when it planned any write.
     pub(super) fn scale(
         &mut self,
         all: &[PodSummary],

@@ -1,4 +1,5 @@
-//! Kruise sync/update (research §3.7): which pods update this round, in place or by recreate, within maxUnavailable.
+//! Kruise `pkg/controller/cloneset/sync/cloneset_update.go`: which pods update this round, in place or by
+//! recreate, within maxUnavailable.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::summary::RevisionKey;
 use super::{Planner, is_hooked};
 
 impl Planner<'_> {
-    /// Kruise `Update` (research §3.7).
+    /// Kruise `realControl.Update` (`sync/cloneset_update.go`).
     pub(super) fn update(
         &mut self,
         facts: &[PodFacts],
@@ -324,9 +325,10 @@ impl Planner<'_> {
     }
 }
 
-/// Kruise `CanVCTemplateInplaceUpdate` under `RecreatePodWhenChangeVCTInCloneSetGate` (research §2.3 step 3):
-/// both revisions carry the volumeClaimTemplates hash and they differ → not in place. InPlaceOnly ignores it
-/// (Kruise `IgnoreVolumeClaimTemplatesHashDiff`).
+/// Kruise `CanVCTemplateInplaceUpdate` under `RecreatePodWhenChangeVCTInCloneSetGate`
+/// (`pkg/util/volumeclaimtemplate/volume_templates_hash.go`, called from
+/// `defaultCalculateInPlaceUpdateSpec`): both revisions carry the volumeClaimTemplates hash and they differ →
+/// not in place. InPlaceOnly ignores it (Kruise `IgnoreVolumeClaimTemplatesHashDiff`).
 fn vct_check(
     old: &ControllerRevision,
     target_vct: Option<&str>,

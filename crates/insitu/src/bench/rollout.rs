@@ -74,7 +74,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3600)]
     pub timeout: u64,
     /// Run the controller on the cluster's one runtime thread instead of in turns on the second core (the
-    /// layout before session 22, to compare).
+    /// earlier layout, to compare).
     #[arg(long)]
     pub controller_on_cluster_thread: bool,
 }

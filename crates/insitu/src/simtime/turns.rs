@@ -9,7 +9,8 @@
 //! with no wake-up left over, and ends, letting time move on. The future runs inside the runtime's context
 //! (`Handle::enter`): its timers are the runtime's (virtual) timers, its `tokio::spawn`s go to the runtime,
 //! its own `spawn_blocking`s to the pool. Turns are large pieces (all the work a batch of watch events
-//! brings), unlike session 18's hand-off per apiserver request, which cost more than it gained.
+//! brings), unlike a hand-off per apiserver request, which cost more than it gained (docs/benchmarks.md,
+//! "Choices these figures rest on").
 
 use std::future::Future;
 use std::pin::Pin;

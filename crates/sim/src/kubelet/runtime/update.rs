@@ -134,10 +134,10 @@ impl PodRt {
         }
     }
 
-    /// kruise-daemon's env-from-metadata restart (research §2.8): while the pod's `InPlaceUpdateReady` is
-    /// False, a running app container whose env-from-metadata values differ from the pod's current
-    /// labels/annotations is stopped through the runtime (no preStop: CRI StopContainer), and the kubelet
-    /// starts it again (restartCount+1) with the new values.
+    /// kruise-daemon's env-from-metadata restart (Kruise `pkg/daemon/containermeta`, `Controller.sync`):
+    /// while the pod's `InPlaceUpdateReady` is False, a running app container whose env-from-metadata values
+    /// differ from the pod's current labels/annotations is stopped through the runtime (no preStop: CRI
+    /// StopContainer), and the kubelet starts it again (restartCount+1) with the new values.
     pub fn restart_stale_env(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
         let updating = pod
             .status
