@@ -1,7 +1,11 @@
 //! The CloneSet mutating webhook (`POST /mutate-cloneset`): Kruise's defaults (`insitu_api::defaults`) answered
 //! as an AdmissionReview with a JSON patch, as Kruise's `/mutate-apps-kruise-io-cloneset` does.
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
+use insitu_api::jsondepth;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 pub use insitu_api::crd::MUTATE_PATH;
@@ -9,16 +13,67 @@ pub use insitu_api::crd::MUTATE_PATH;
 /// Answers an `admission.k8s.io/v1` AdmissionReview: allowed, with the defaults as a JSON patch (none if
 /// nothing changes). A request without an object (DELETE, CONNECT) is allowed unchanged.
 pub fn review(body: &Value) -> Value {
-    let api_version = body
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("admission.k8s.io/v1");
     let request = body.get("request");
-    let uid = request.and_then(|r| r.get("uid")).cloned().unwrap_or(json!(""));
-    let mut response = json!({ "uid": uid, "allowed": true });
-    let object = request.and_then(|r| r.get("object")).filter(|o| o.is_object());
-    if let Some(obj) = object {
-        let old = request.and_then(|r| r.get("oldObject")).filter(|o| o.is_object());
+    let get = |k: &str| request.and_then(|r| r.get(k));
+    answer(
+        body.get("apiVersion").and_then(Value::as_str),
+        get("uid").cloned(),
+        get("object"),
+        get("oldObject"),
+    )
+}
+
+/// An AdmissionReview as read by [`review_json`]: the objects stay unparsed until each is measured.
+#[derive(serde::Deserialize)]
+struct ReviewIn<'a> {
+    #[serde(rename = "apiVersion", default, borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RequestIn<'a> {
+    #[serde(default, borrow)]
+    uid: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
+    #[serde(rename = "oldObject", default, borrow)]
+    old_object: Option<&'a RawValue>,
+}
+
+/// [`review`] on the JSON bytes of a request, answered as JSON bytes. Objects nest up to
+/// `insitu_api::jsondepth::MAX_DEPTH` levels as in Kubernetes (the caller runs this on a deep stack); a deeper
+/// one is refused (`allowed: false`) with the limit named. `Err` when the body is not an AdmissionReview.
+pub fn review_json(body: &[u8]) -> Result<Vec<u8>, String> {
+    let review: ReviewIn<'_> =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not an AdmissionReview: {e}"))?;
+    let request = review.request.as_ref();
+    let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, String> {
+        raw.map(|r| jsondepth::from_slice::<Value>(r.get().as_bytes()))
+            .transpose()
+            .map_err(|e| e.to_string())
+    };
+    let uid = parse(request.and_then(|r| r.uid))?;
+    let objects = parse(request.and_then(|r| r.object))
+        .and_then(|o| Ok((o, parse(request.and_then(|r| r.old_object))?)));
+    let api_version = review.api_version.as_deref();
+    let out = match objects {
+        Ok((object, old)) => answer(api_version, uid, object.as_ref(), old.as_ref()),
+        Err(message) => {
+            let response = json!({"uid": uid.unwrap_or(json!("")), "allowed": false,
+                "status": {"status": "Failure", "code": 400, "reason": "BadRequest",
+                           "message": format!("CloneSet defaults: {message}")}});
+            envelope(api_version, response)
+        }
+    };
+    serde_json::to_vec(&out).map_err(|e| e.to_string())
+}
+
+fn answer(api_version: Option<&str>, uid: Option<Value>, object: Option<&Value>, old: Option<&Value>) -> Value {
+    let mut response = json!({ "uid": uid.unwrap_or(json!("")), "allowed": true });
+    if let Some(obj) = object.filter(|o| o.is_object()) {
+        let old = old.filter(|o| o.is_object());
         match insitu_api::defaults::admit_request(obj, old) {
             Ok(admitted) => {
                 if !admitted.warnings.is_empty() {
@@ -44,6 +99,11 @@ pub fn review(body: &Value) -> Value {
             }
         }
     }
+    envelope(api_version, response)
+}
+
+fn envelope(api_version: Option<&str>, response: Value) -> Value {
+    let api_version = api_version.unwrap_or("admission.k8s.io/v1");
     json!({ "apiVersion": api_version, "kind": "AdmissionReview", "response": response })
 }
 
