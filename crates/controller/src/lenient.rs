@@ -363,6 +363,38 @@ mod tests {
         assert!(bad[0].1.contains("recursion limit"), "{}", bad[0].1);
     }
 
+    /// A v1beta1 CloneSet with `extra` (raw JSON) under `spec.template.metadata.deep` and as the fieldsV1 of
+    /// its managedFields (which mirror the field paths, so they nest as deep).
+    fn deep_cloneset(extra: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"apps.kruise.io/v1beta1","kind":"CloneSet","metadata":{{"name":"deep","namespace":"ns","resourceVersion":"7","managedFields":[{{"manager":"kubectl","operation":"Apply","fieldsType":"FieldsV1","fieldsV1":{extra}}}]}},"spec":{{"replicas":2,"selector":{{"matchLabels":{{"app":"a"}}}},"template":{{"metadata":{{"labels":{{"app":"a"}},"deep":{extra}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn objects_nested_as_deep_as_kubernetes_allows_are_read_and_deeper_ones_set_aside_by_name() {
+        use crate::stored::StoredCloneSet;
+        use insitu_api::jsondepth::{MAX_DEPTH, nested_objects};
+        for depth in [200, MAX_DEPTH - 4] {
+            match Lenient::<StoredCloneSet>::decode(&deep_cloneset(&nested_objects(depth))) {
+                Lenient::Ok(cs) => {
+                    assert_eq!(cs.0.metadata.name.as_deref(), Some("deep"));
+                    assert_eq!(cs.0.spec.replicas, Some(2));
+                    assert!(cs.0.metadata.managed_fields.is_none());
+                }
+                Lenient::Bad(b) => panic!("{depth} levels: {}", b.error),
+            }
+        }
+        match Lenient::<StoredCloneSet>::decode(&deep_cloneset(&nested_objects(MAX_DEPTH - 3))) {
+            Lenient::Bad(b) => {
+                assert_eq!(b.meta.name.as_deref(), Some("deep"));
+                assert_eq!(b.meta.resource_version.as_deref(), Some("7"));
+                assert!(b.error.contains("max depth of 10000"), "{}", b.error);
+            }
+            Lenient::Ok(_) => panic!("10,001 levels decoded"),
+        }
+    }
+
     #[test]
     fn a_pod_with_a_numeric_label_is_bad_by_name() {
         let raw = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u","labels":{"a":1},

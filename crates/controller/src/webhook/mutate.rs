@@ -175,4 +175,36 @@ mod tests {
             "{msg}"
         );
     }
+
+    /// An AdmissionReview of a CloneSet carrying `extra` (raw JSON) under `spec.template.metadata.deep`.
+    fn review_with_template_value(extra: &str) -> Vec<u8> {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u2","operation":"CREATE","object":{{"apiVersion":"apps.kruise.io/v1beta1","kind":"CloneSet","metadata":{{"name":"deep"}},"spec":{{"replicas":1,"template":{{"metadata":{{"deep":{extra}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn objects_nested_as_deep_as_kubernetes_allows_are_defaulted_and_deeper_ones_refused() {
+        use insitu_api::jsondepth::{MAX_DEPTH, nested_objects, on_deep_stack};
+        // 200 levels under the template's metadata, on an ordinary test thread: defaulted as any other.
+        let out: Value =
+            serde_json::from_slice(&review_json(&review_with_template_value(&nested_objects(200))).unwrap())
+                .unwrap();
+        assert_eq!(out["response"]["uid"], "u2");
+        assert_eq!(out["response"]["allowed"], true);
+        assert_eq!(out["response"]["patchType"], "JSONPatch");
+        // At the limit (4 levels to the template's metadata): on a deep stack, as the webhook's workers run it.
+        let at_limit = review_with_template_value(&nested_objects(MAX_DEPTH - 4));
+        let out: Value = serde_json::from_slice(&on_deep_stack(|| review_json(&at_limit).unwrap())).unwrap();
+        assert_eq!(out["response"]["allowed"], true);
+        assert_eq!(out["response"]["patchType"], "JSONPatch");
+        // One more: refused, naming the limit.
+        let past = review_with_template_value(&nested_objects(MAX_DEPTH - 3));
+        let out: Value = serde_json::from_slice(&on_deep_stack(|| review_json(&past).unwrap())).unwrap();
+        assert_eq!(out["response"]["allowed"], false);
+        let msg = out["response"]["status"]["message"].as_str().unwrap();
+        assert!(msg.contains("max depth of 10000"), "{msg}");
+        assert!(review_json(b"not json").is_err());
+    }
 }
