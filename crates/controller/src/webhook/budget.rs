@@ -47,8 +47,8 @@ impl Default for Limits {
             // One maximal review, or several smaller ones; the work takes ~2x the body (body + answer).
             byte_budget: 64 << 20,
             queue_wait: Duration::from_secs(2),
-            // kube-apiserver gives a conversion or admission webhook call at most 30 s: past that no one
-            // waits for the answer.
+            // An admission webhook call lasts at most 30 s (`timeoutSeconds`' maximum) and kube-apiserver
+            // sends its bodies at once: a body still incomplete then has no caller waiting for the answer.
             body_timeout: Duration::from_secs(30),
             // kube-apiserver's own server: `ReadHeaderTimeout: 32 * time.Second` (k8s.io/apiserver
             // `pkg/server/secure_serving.go`, `Serve`), which Go's net/http also applies to the TLS handshake.
