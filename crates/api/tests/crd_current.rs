@@ -127,5 +127,8 @@ fn committed_network_policy_opens_only_the_deployments_webhook_and_metrics_ports
         .filter_map(|p| p.name)
         .collect();
     assert_eq!(opened, ["webhook", "http-metrics"]);
-    assert!(opened.iter().all(|p| named.contains(p)), "{opened:?} vs {named:?}");
+    assert!(
+        opened.iter().all(|p| named.contains(p)),
+        "{opened:?} vs {named:?}"
+    );
 }
