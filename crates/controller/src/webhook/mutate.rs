@@ -70,7 +70,12 @@ pub fn review_json(body: &[u8]) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&out).map_err(|e| e.to_string())
 }
 
-fn answer(api_version: Option<&str>, uid: Option<Value>, object: Option<&Value>, old: Option<&Value>) -> Value {
+fn answer(
+    api_version: Option<&str>,
+    uid: Option<Value>,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> Value {
     let mut response = json!({ "uid": uid.unwrap_or(json!("")), "allowed": true });
     if let Some(obj) = object.filter(|o| o.is_object()) {
         let old = old.filter(|o| o.is_object());
@@ -151,7 +156,9 @@ mod tests {
                      "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}});
         let mut paused = old.clone();
         paused["spec"]["updateStrategy"]["paused"] = json!(true);
-        let out = review(&json!({"request": {"uid": "p", "operation": "UPDATE", "object": paused, "oldObject": old}}));
+        let out = review(
+            &json!({"request": {"uid": "p", "operation": "UPDATE", "object": paused, "oldObject": old}}),
+        );
         let patch = base64::engine::general_purpose::STANDARD
             .decode(out["response"]["patch"].as_str().unwrap())
             .unwrap();
@@ -165,7 +172,9 @@ mod tests {
         let mut both = paused.clone();
         both["spec"]["updateStrategy"]["partition"] = json!(3);
         both["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = json!(4);
-        let out = review(&json!({"request": {"uid": "b", "operation": "UPDATE", "object": both, "oldObject": old}}));
+        let out = review(
+            &json!({"request": {"uid": "b", "operation": "UPDATE", "object": both, "oldObject": old}}),
+        );
         assert_eq!(out["response"]["allowed"], false);
         assert_eq!(out["response"]["status"]["code"], 422);
         let msg = out["response"]["status"]["message"].as_str().unwrap();
