@@ -8,6 +8,7 @@ pub mod conversion;
 pub mod crd;
 pub mod defaults;
 pub mod inplace;
+pub mod jsondepth;
 pub mod keys;
 pub mod quantity;
 pub mod v1beta1;

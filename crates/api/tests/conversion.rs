@@ -480,3 +480,74 @@ fn conversion_review_converts_every_object_or_fails_naming_it() {
     let msg = out["response"]["result"]["message"].as_str().unwrap();
     assert!(msg.contains("CloneSet cs") && msg.contains("v1beta1"), "{msg}");
 }
+
+/// A ConversionReview of one v1alpha1 CloneSet carrying `extra` (raw JSON) under `spec.template.metadata.deep`:
+/// the object nests `4 + depth of extra` levels (object, spec, template, metadata).
+fn review_with_template_value(extra: &str) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"d","desiredAPIVersion":"{V1BETA1}","objects":[{{"apiVersion":"{V1ALPHA1}","kind":"CloneSet","metadata":{{"name":"deep"}},"spec":{{"replicas":1,"template":{{"metadata":{{"deep":{extra}}}}},"updateStrategy":{{"type":"InPlaceIfPossible"}}}}}}]}}}}"#
+    )
+    .into_bytes()
+}
+
+#[test]
+fn objects_nested_as_deep_as_kubernetes_allows_convert_and_deeper_ones_are_refused_by_name() {
+    use insitu_api::conversion::review_json;
+    use insitu_api::jsondepth::{self, MAX_DEPTH, nested_objects};
+    // 200 levels under the template's metadata (kept verbatim, as the CRD preserves unknown fields there): on
+    // an ordinary test thread.
+    let out = review_json(&review_with_template_value(&nested_objects(200))).unwrap();
+    let out: Value = jsondepth::from_slice(&out).unwrap();
+    assert_eq!(
+        out["response"]["result"]["status"], "Success",
+        "{}",
+        out["response"]["result"]
+    );
+    let obj = &out["response"]["convertedObjects"][0];
+    assert_eq!(obj["apiVersion"], V1BETA1);
+    let kept = serde_json::to_string(&obj["spec"]["template"]["metadata"]["deep"]).unwrap();
+    assert_eq!(kept, nested_objects(200));
+
+    // Exactly at the limit: converted (on a deep stack, as the webhook's workers run it).
+    let at_limit = review_with_template_value(&nested_objects(MAX_DEPTH - 4));
+    let out = jsondepth::on_deep_stack(|| review_json(&at_limit).unwrap());
+    let success = br#""result":{"status":"Success"}"#;
+    assert!(out.windows(success.len()).any(|w| w == success));
+    // The object is MAX_DEPTH deep inside the review's three levels (review, response, convertedObjects).
+    assert_eq!(jsondepth::check(&out, usize::MAX), Ok(MAX_DEPTH + 3));
+
+    // One level more: a Failure naming the object and the limit, no crash.
+    let past = review_with_template_value(&nested_objects(MAX_DEPTH - 3));
+    let out: Value =
+        serde_json::from_slice(&jsondepth::on_deep_stack(|| review_json(&past).unwrap())).unwrap();
+    assert_eq!(out["response"]["result"]["status"], "Failure");
+    let msg = out["response"]["result"]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("CloneSet deep:") && msg.contains("max depth of 10000"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_review_that_is_not_one_is_an_error_and_missing_parts_a_failure() {
+    use insitu_api::conversion::review_json;
+    assert!(review_json(b"[1, 2]").is_err());
+    assert!(review_json(br#"{"request": {"objects": 5}}"#).is_err());
+    let out: Value = serde_json::from_slice(&review_json(br#"{"request": {"uid": "x"}}"#).unwrap()).unwrap();
+    assert_eq!(out["response"]["uid"], "x");
+    assert_eq!(out["response"]["result"]["status"], "Failure");
+    assert!(
+        out["response"]["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("desiredAPIVersion")
+    );
+    // objects before desiredAPIVersion (any order of fields is read).
+    let body = format!(
+        r#"{{"request": {{"objects": [{}], "desiredAPIVersion": "{V1BETA1}", "uid": "y"}}}}"#,
+        alpha(json!({}), json!({}))
+    );
+    let out: Value = serde_json::from_slice(&review_json(body.as_bytes()).unwrap()).unwrap();
+    assert_eq!(out["response"]["result"]["status"], "Success");
+    assert_eq!(out["response"]["convertedObjects"][0]["apiVersion"], V1BETA1);
+}

@@ -87,3 +87,48 @@ fn committed_mutating_webhook_configuration_is_current() {
         serde_json::json!({"url": "https://127.0.0.1:9443/mutate-cloneset", "caBundle": "Q0E="})
     );
 }
+
+/// deploy/networkpolicy.yaml selects the controller pods of deploy/deployment.yaml and opens exactly their
+/// webhook and metrics ports (by the names the Deployment gives them), nothing else.
+#[test]
+fn committed_network_policy_opens_only_the_deployments_webhook_and_metrics_ports() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let policy: NetworkPolicy = serde_saphyr::from_str(include_str!("../../../deploy/networkpolicy.yaml"))
+        .expect("deploy/networkpolicy.yaml parses as a NetworkPolicy");
+    let deployment: Deployment = serde_saphyr::from_str(include_str!("../../../deploy/deployment.yaml"))
+        .expect("deploy/deployment.yaml parses as a Deployment");
+    let dspec = deployment.spec.unwrap();
+    let pspec = policy.spec.unwrap();
+    assert_eq!(
+        pspec.pod_selector.unwrap().match_labels,
+        dspec.selector.match_labels,
+        "the policy selects the Deployment's pods"
+    );
+    assert_eq!(policy.metadata.namespace, deployment.metadata.namespace);
+    assert_eq!(pspec.policy_types, Some(vec!["Ingress".to_string()]));
+    let opened: Vec<String> = pspec
+        .ingress
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule.ports.clone().unwrap_or_default())
+        .map(|p| match p.port {
+            Some(IntOrString::String(name)) => name,
+            other => panic!("ports are named as in the Deployment, got {other:?}"),
+        })
+        .collect();
+    let container = &dspec.template.spec.unwrap().containers[0];
+    let named: Vec<String> = container
+        .ports
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| p.name)
+        .collect();
+    assert_eq!(opened, ["webhook", "http-metrics"]);
+    assert!(
+        opened.iter().all(|p| named.contains(p)),
+        "{opened:?} vs {named:?}"
+    );
+}

@@ -43,45 +43,87 @@ pub enum Lenient<K> {
     Bad(Box<Undecodable>),
 }
 
-/// The few metadata fields read from an undecodable object, each on its own (one bad field spoils no other).
+/// The few metadata fields read from an undecodable object, each on its own (one bad field spoils no other),
+/// located without parsing anything else (so at any depth).
 #[derive(Deserialize, Default)]
-struct Probe {
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
+struct Probe<'a> {
+    #[serde(default, borrow)]
+    metadata: Option<ProbeMeta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ProbeMeta<'a> {
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    namespace: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    uid: Option<&'a RawValue>,
+    #[serde(rename = "resourceVersion", default, borrow)]
+    resource_version: Option<&'a RawValue>,
+    #[serde(rename = "ownerReferences", default, borrow)]
+    owner_references: Option<&'a RawValue>,
 }
 
 fn probe(raw: &str) -> ObjectMeta {
-    let Ok(Probe { metadata: Some(m) }) = serde_json::from_str::<Probe>(raw) else {
+    let Ok(Probe { metadata: Some(m) }) = serde_json::from_str::<Probe<'_>>(raw) else {
         return ObjectMeta::default();
     };
-    let s = |k: &str| m.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let s = |v: Option<&RawValue>| v.and_then(|v| serde_json::from_str::<String>(v.get()).ok());
     ObjectMeta {
-        name: s("name"),
-        namespace: s("namespace"),
-        uid: s("uid"),
-        resource_version: s("resourceVersion"),
+        name: s(m.name),
+        namespace: s(m.namespace),
+        uid: s(m.uid),
+        resource_version: s(m.resource_version),
         owner_references: m
-            .get("ownerReferences")
-            .and_then(|v| serde_json::from_value::<Vec<OwnerReference>>(v.clone()).ok()),
+            .owner_references
+            .and_then(|v| serde_json::from_str::<Vec<OwnerReference>>(v.get()).ok()),
         ..Default::default()
     }
 }
 
-impl<K: serde::de::DeserializeOwned> Lenient<K> {
+impl<K: serde::de::DeserializeOwned + Send> Lenient<K> {
     /// Decodes one item's JSON; never fails.
     pub fn decode(raw: &str) -> Self {
-        match serde_json::from_str::<K>(raw) {
+        let decoded = match serde_json::from_str::<K>(raw) {
+            Ok(k) => Ok(k),
+            // serde_json stops at 128 levels, Kubernetes at 10,000 (`insitu_api::jsondepth`).
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => decode_deep::<K>(raw),
+            Err(e) => Err(e.to_string()),
+        };
+        match decoded {
             Ok(k) => Lenient::Ok(k),
-            Err(e) => Lenient::Bad(Box::new(Undecodable {
+            Err(error) => Lenient::Bad(Box::new(Undecodable {
                 meta: probe(raw),
-                error: e.to_string(),
+                error,
             })),
         }
     }
 }
 
+/// Decodes an object nested past serde_json's 128 levels, as Kubernetes does up to 10,000, on a thread with a
+/// deep stack. Fields the controller does not read are skipped at any depth; `metadata.managedFields` (which
+/// mirror the object's field paths, so they nest as deep as its deepest field) is dropped there, as the caches
+/// drop it anyway (`run.rs`). What is kept must still fit serde_json's 128 levels: the controller clones and
+/// drops its objects on async threads with ordinary stacks, so a free-form field it keeps (a
+/// ControllerRevision's `data`) nested deeper than that is refused with the reason.
+fn decode_deep<K: serde::de::DeserializeOwned + Send>(raw: &str) -> Result<K, String> {
+    insitu_api::jsondepth::on_deep_stack(|| {
+        let mut value: serde_json::Value =
+            insitu_api::jsondepth::from_slice(raw.as_bytes()).map_err(|e| e.to_string())?;
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
+        let shallow = serde_json::to_string(&value).map_err(|e| e.to_string())?;
+        drop(value);
+        serde_json::from_str::<K>(&shallow).map_err(|e| {
+            format!("{e} (a field the controller keeps nests deeper than the 128 levels it supports there)")
+        })
+    })
+}
+
 /// Only malformed JSON (which no apiserver sends) fails: anything well-formed is `Ok` or `Bad`.
-impl<'de, K: serde::de::DeserializeOwned> Deserialize<'de> for Lenient<K> {
+impl<'de, K: serde::de::DeserializeOwned + Send> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(d)?;
         Ok(Lenient::decode(raw.get()))
@@ -319,6 +361,38 @@ mod tests {
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].0, "deep");
         assert!(bad[0].1.contains("recursion limit"), "{}", bad[0].1);
+    }
+
+    /// A v1beta1 CloneSet with `extra` (raw JSON) under `spec.template.metadata.deep` and as the fieldsV1 of
+    /// its managedFields (which mirror the field paths, so they nest as deep).
+    fn deep_cloneset(extra: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"apps.kruise.io/v1beta1","kind":"CloneSet","metadata":{{"name":"deep","namespace":"ns","resourceVersion":"7","managedFields":[{{"manager":"kubectl","operation":"Apply","fieldsType":"FieldsV1","fieldsV1":{extra}}}]}},"spec":{{"replicas":2,"selector":{{"matchLabels":{{"app":"a"}}}},"template":{{"metadata":{{"labels":{{"app":"a"}},"deep":{extra}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn objects_nested_as_deep_as_kubernetes_allows_are_read_and_deeper_ones_set_aside_by_name() {
+        use crate::stored::StoredCloneSet;
+        use insitu_api::jsondepth::{MAX_DEPTH, nested_objects};
+        for depth in [200, MAX_DEPTH - 4] {
+            match Lenient::<StoredCloneSet>::decode(&deep_cloneset(&nested_objects(depth))) {
+                Lenient::Ok(cs) => {
+                    assert_eq!(cs.0.metadata.name.as_deref(), Some("deep"));
+                    assert_eq!(cs.0.spec.replicas, Some(2));
+                    assert!(cs.0.metadata.managed_fields.is_none());
+                }
+                Lenient::Bad(b) => panic!("{depth} levels: {}", b.error),
+            }
+        }
+        match Lenient::<StoredCloneSet>::decode(&deep_cloneset(&nested_objects(MAX_DEPTH - 3))) {
+            Lenient::Bad(b) => {
+                assert_eq!(b.meta.name.as_deref(), Some("deep"));
+                assert_eq!(b.meta.resource_version.as_deref(), Some("7"));
+                assert!(b.error.contains("max depth of 10000"), "{}", b.error);
+            }
+            Lenient::Ok(_) => panic!("10,001 levels decoded"),
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! The code path is the same against a real apiserver and the simulated one; only the `kube::Client` differs.
 #![forbid(unsafe_code)]
 
+pub mod acknowledged;
 pub mod barrier;
 pub mod clock;
 pub mod context;

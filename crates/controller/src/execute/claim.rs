@@ -11,6 +11,7 @@ use super::{Exec, action_err};
 use crate::Error;
 use crate::error::is_status;
 use crate::expectations::{Expect, pod_version};
+use crate::lenient::Lenient;
 
 impl Exec<'_> {
     /// Kruise claimPods release, written as Kubernetes' ControllerRefManager writes it: a strategic merge patch
@@ -46,11 +47,21 @@ impl Exec<'_> {
     /// Kruise claimPods adoption: first a fresh read of the CloneSet (refmanager `canAdopt`: same uid, not
     /// deleting), then ControllerRefManager's patch setting our controller reference, pod uid as precondition.
     pub(super) async fn adopt_pod(&self, pod: &str, uid: &str) -> Result<(), Error> {
-        let api: Api<CloneSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let fresh = api
+        // Read leniently: a CloneSet nested past serde_json's 128 levels still decodes (`crate::lenient`).
+        let api: Api<Lenient<CloneSet>> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let fresh = match api
             .get(&self.cs.name_any())
             .await
-            .map_err(|e| action_err(format!("adopt pod {pod}: read CloneSet"), e))?;
+            .map_err(|e| action_err(format!("adopt pod {pod}: read CloneSet"), e))?
+        {
+            Lenient::Ok(cs) => cs,
+            Lenient::Bad(b) => {
+                return Err(Error::Invalid(format!(
+                    "can't adopt pod {pod}: CloneSet {} does not decode: {}",
+                    self.key, b.error
+                )));
+            }
+        };
         if fresh.metadata.uid != self.cs.metadata.uid || fresh.metadata.deletion_timestamp.is_some() {
             return Err(Error::Invalid(format!(
                 "can't adopt pod {pod}: CloneSet {} is gone or being deleted",

@@ -213,7 +213,10 @@ impl Exec<'_> {
             guard,
             {"op": "replace", "path": "/spec/scaleStrategy/podsToDelete", "value": kept},
         ]))?;
-        let api: Api<CloneSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        // The answer is acknowledged, not decoded (`crate::acknowledged`: a deep CloneSet would not decode).
+        let resource = kube::api::ApiResource::erase::<CloneSet>(&());
+        let api: Api<crate::acknowledged::Acknowledged> =
+            Api::namespaced_with(self.ctx.client.clone(), &self.ns, &resource);
         self.ctx.metrics.write("patch", "clonesets");
         api.patch(
             &self.cs.name_any(),

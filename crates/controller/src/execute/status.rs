@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{Exec, action_err};
 use crate::Error;
+use crate::acknowledged::Acknowledged;
 
 impl Exec<'_> {
     /// Writes the planned status of the CloneSet.
@@ -19,16 +20,15 @@ impl Exec<'_> {
         ctx.metrics.write("patch", "clonesets/status");
         let started = std::time::Instant::now();
         let (name, pp) = (self.cs.name_any(), PatchParams::default());
-        let written = match &ctx.status_resource {
-            Some(ar) => Api::<kube::api::DynamicObject>::namespaced_with(ctx.client.clone(), &self.ns, ar)
-                .patch_status(&name, &pp, &Patch::<()>::Json(patch))
-                .await
-                .map(|_| ()),
-            None => Api::<CloneSet>::namespaced(ctx.client.clone(), &self.ns)
-                .patch_status(&name, &pp, &Patch::<()>::Json(patch))
-                .await
-                .map(|_| ()),
-        };
+        // The answer is acknowledged, not decoded (`crate::acknowledged`: a deep CloneSet would not decode).
+        let resource = ctx
+            .status_resource
+            .clone()
+            .unwrap_or_else(|| kube::api::ApiResource::erase::<CloneSet>(&()));
+        let written = Api::<Acknowledged>::namespaced_with(ctx.client.clone(), &self.ns, &resource)
+            .patch_status(&name, &pp, &Patch::<()>::Json(patch))
+            .await
+            .map(|_| ());
         written.map_err(|e| action_err("write CloneSet status", e))?;
         tracing::debug!(cloneset = %self.key, ms = started.elapsed().as_millis() as u64, "status written");
         Ok(())

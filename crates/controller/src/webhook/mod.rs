@@ -6,6 +6,7 @@
 //! `spec.conversion.webhook.clientConfig.caBundle`. The conversion itself is `insitu_api::conversion` (the
 //! functions the embedded apiserver calls in-process).
 
+pub mod budget;
 pub mod certs;
 pub mod mutate;
 pub mod server;
