@@ -205,3 +205,32 @@ async fn unknown_fields_of_built_ins_are_not_stored() {
         "{msg}"
     );
 }
+
+/// 100,000 unknown fields give kube-apiserver's bounded warning set (its recorder: 4,096 runes of text, then
+/// each cut to 256 runes, the rest dropped), not 100,000 headers; the object is still created.
+#[tokio::test(start_paused = true)]
+async fn warnings_are_bounded_as_kube_recorder() {
+    let s = server();
+    let mut pod = pod_json("many");
+    let spec = pod["spec"].as_object_mut().expect("spec");
+    for i in 0..100_000 {
+        spec.insert(format!("f{i}"), json!(1));
+    }
+    let a = json_req(
+        &s,
+        "POST",
+        &format!("{PODS}?fieldValidation=Warn"),
+        "application/json",
+        pod,
+    )
+    .await;
+    assert_eq!(a.code, 201, "{}", a.text);
+    let bytes: usize = a.warnings.iter().map(String::len).sum();
+    assert!((100..300).contains(&a.warnings.len()), "{}", a.warnings.len());
+    assert!(bytes < 8 * 1024, "{bytes}");
+    // Sorted as the unknown fields are reported; each appears once.
+    assert_eq!(a.warnings[0], warning("unknown field \"spec.f0\""));
+    let mut seen = a.warnings.clone();
+    seen.dedup();
+    assert_eq!(seen.len(), a.warnings.len());
+}

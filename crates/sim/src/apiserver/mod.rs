@@ -15,6 +15,7 @@ mod fieldvalidation;
 mod handlers;
 mod limits;
 mod metadata_validation;
+mod nesting;
 pub mod network;
 mod openapi;
 mod openapi_builtin;
@@ -29,7 +30,9 @@ mod secrets;
 mod selectors;
 mod structural;
 mod table;
+mod warnings;
 mod watch;
+mod webhookconfigs;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -460,7 +463,11 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let (namespace, name) = (request.ns.clone(), request.name.clone());
-    let resp = server.handle(request);
+    let resp = match nesting::handling(&server, &request) {
+        nesting::Handling::Inline => server.handle(request),
+        nesting::Handling::Deep => crate::deep::run(|| server.handle(request)),
+        nesting::Handling::Refused(e) => e.into_response(),
+    };
     if resp.status().as_u16() >= 400 {
         server.counters().errors += 1;
     }

@@ -43,7 +43,16 @@ struct TableState {
 }
 
 impl Renderer {
+    /// The line for `obj`: rendered on a deep stack when it nests deeply (its version may be converted).
     fn line(&mut self, ty: &str, obj: &Object) -> Bytes {
+        if obj.index.deep {
+            crate::deep::run(|| self.render(ty, obj))
+        } else {
+            self.render(ty, obj)
+        }
+    }
+
+    fn render(&mut self, ty: &str, obj: &Object) -> Bytes {
         match &mut self.table {
             None => {
                 let bytes = super::handlers::present(self.rt, obj);

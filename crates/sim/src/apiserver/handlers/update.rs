@@ -14,7 +14,7 @@ use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::resources::{self, ResourceType};
 use crate::apiserver::{ApiRequest, ApiServer, events, pods, secrets, structural};
-use crate::apiserver::{limits, metadata_validation};
+use crate::apiserver::{limits, metadata_validation, webhookconfigs};
 use crate::store::Write;
 
 impl ApiServer {
@@ -284,6 +284,14 @@ impl ApiServer {
                 })?;
             } else {
                 structural::apply(&mut new);
+            }
+        }
+        if rt.group == "admissionregistration.k8s.io" {
+            let mutating = rt.resource == "mutatingwebhookconfigurations";
+            webhookconfigs::default(&mut new, mutating);
+            let errs = webhookconfigs::validate(&new, mutating);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(rt, name, &errs));
             }
         }
         if rt.is_secret() {
