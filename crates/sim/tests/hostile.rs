@@ -199,18 +199,67 @@ async fn quota_refuses_writes_as_etcd_through_kube() {
     };
     assert!(created > 10, "{created}");
     assert_eq!(refused.code, 500, "{}", refused.text);
-    assert_eq!(refused.body["message"], "etcdserver: mvcc: database space exceeded");
+    assert_eq!(
+        refused.body["message"],
+        "etcdserver: mvcc: database space exceeded"
+    );
     assert!(refused.body.get("reason").is_none(), "{}", refused.text);
     // An update that grows the object past the quota is refused too; one that shrinks it is not.
-    let grow = format!(r#"{{"metadata":{{"annotations":{{"a":"{}"}}}}}}"#, "b".repeat(2000));
+    let grow = format!(
+        r#"{{"metadata":{{"annotations":{{"a":"{}"}}}}}}"#,
+        "b".repeat(2000)
+    );
     let a = send(&s, "PATCH", &format!("{PODS}/p0"), MERGE, grow.into_bytes()).await;
     assert_eq!(a.code, 500, "{}", a.text);
     let shrink = br#"{"metadata":{"labels":null}}"#;
     let a = send(&s, "PATCH", &format!("{PODS}/p0"), MERGE, shrink.to_vec()).await;
     assert_eq!(a.code, 200, "a shrinking update: {}", a.text);
-    let a = send(&s, "DELETE", &format!("{PODS}/p1?gracePeriodSeconds=0"), "application/json", Vec::new()).await;
+    let a = send(
+        &s,
+        "DELETE",
+        &format!("{PODS}/p1?gracePeriodSeconds=0"),
+        "application/json",
+        Vec::new(),
+    )
+    .await;
     assert_eq!(a.code, 200, "{}", a.text);
     let a = send(&s, "POST", PODS, "application/json", pod("again".into())).await;
     assert_eq!(a.code, 201, "{}", a.text);
     assert!(s.stats().objects.get("pods").is_some_and(|n| *n == created));
+}
+
+/// core/v1 Events keep their legacy validation: any name that is a valid path segment is stored, however long
+/// (kube-apiserver's `ValidateEventCreate` skips the DNS rule for v1); events.k8s.io/v1 writes are strict.
+#[tokio::test(start_paused = true)]
+async fn legacy_event_names_as_kube() {
+    let s = server();
+    let event = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Event","metadata":{{"name":"{name}"}},"involvedObject":{{"kind":"Pod","name":"p","namespace":"default"}},"reason":"R","message":"m"}}"#
+        )
+        .into_bytes()
+    };
+    let events = "/api/v1/namespaces/default/events";
+    let long = format!("Pod.{}", "x".repeat(300));
+    let a = send(&s, "POST", events, "application/json", event(&long)).await;
+    assert_eq!(a.code, 201, "{}", a.text);
+    assert_eq!(get(&s, &format!("{events}/{long}")).await.code, 200);
+    let a = send(&s, "POST", events, "application/json", event("a%b")).await;
+    assert_eq!(a.code, 422, "{}", a.text);
+    assert_eq!(
+        a.body["message"],
+        "Event \"a%b\" is invalid: metadata.name: Invalid value: \"a%b\": may not contain '%'"
+    );
+    let new = format!(
+        r#"{{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{{"name":"{long}y"}},"eventTime":"2026-01-01T00:00:00.000000Z","reportingController":"c","reportingInstance":"i","action":"A","reason":"R","type":"Normal","regarding":{{"kind":"Pod","name":"p","namespace":"default"}}}}"#
+    );
+    let a = send(
+        &s,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        "application/json",
+        new.into_bytes(),
+    )
+    .await;
+    assert_eq!(a.code, 422, "{}", a.text);
 }

@@ -52,6 +52,19 @@ fn name_errors_for(field: &str, name: &str, label: bool) -> Vec<FieldErr> {
     errs
 }
 
+/// `content.IsPathSegmentName` (apimachinery api/validate/content/path.go) as `metadata.name` errors.
+fn path_segment_errors(name: &str) -> Vec<FieldErr> {
+    let invalid = |why: String| vec![FieldErr::invalid("metadata.name", &quote(name), &why)];
+    if matches!(name, "." | "..") {
+        return invalid(format!("may not be '{name}'"));
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(*bad))
+        .flat_map(|bad| invalid(format!("may not contain '{bad}'")))
+        .collect()
+}
+
 impl ApiServer {
     pub(super) fn create(&self, req: &ApiRequest, ns: &str, fv: &FieldCheck) -> ApiResult<Response> {
         let mut raw = request_object(req, fv)?;
@@ -184,7 +197,15 @@ impl ApiServer {
                 meta.remove("generation");
             }
         }
-        let mut errs = name_errors(name, rt.resource == "namespaces");
+        // core/v1 Events keep their legacy validation (pkg/apis/core/validation/events.go,
+        // `ValidateEventCreate`): no DNS rule nor length limit on the name, only `BeforeCreate`'s path-segment
+        // check (registry/rest/create.go `validatePathSegment`); events.k8s.io/v1 writes are strict.
+        let legacy_event = view.group.is_empty() && view.resource == "events";
+        let mut errs = if legacy_event {
+            path_segment_errors(name)
+        } else {
+            name_errors(name, rt.resource == "namespaces")
+        };
         errs.extend(metadata_validation::validate(&obj));
         if !errs.is_empty() {
             return Err(ApiError::invalid(rt, name, &errs));
