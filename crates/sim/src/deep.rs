@@ -16,13 +16,21 @@ pub(crate) const SHALLOW: usize = 100;
 /// touched as deep as a request goes.
 const DEEP_STACK: usize = 512 << 20;
 
-/// The error Go's decoders give past [`MAX_DEPTH`] (`scanner.pushParseState`).
-pub(crate) const EXCEEDED: &str = "exceeded max depth";
+/// The error Go's scanner gives past [`MAX_DEPTH`] (`scanner.pushParseState`: `invalid character '['
+/// exceeded max depth`), for the bracket that went past it.
+pub(crate) fn exceeded(bracket: u8) -> String {
+    format!("invalid character '{}' exceeded max depth", char::from(bracket))
+}
 
 /// How deeply `json` nests objects and arrays (0 for a scalar), counting as Go's scanner does; strings (and
 /// the brackets in them) are skipped. Stops counting once past [`MAX_DEPTH`]. Not a validator: the parser
 /// reports malformed JSON.
 pub(crate) fn nesting(json: &[u8]) -> usize {
+    scan(json).0
+}
+
+/// [`nesting`], and the bracket that went past [`MAX_DEPTH`] (the scan stops there), if one did.
+pub(crate) fn scan(json: &[u8]) -> (usize, Option<u8>) {
     let (mut depth, mut max) = (0usize, 0usize);
     let mut bytes = json.iter();
     while let Some(&b) = bytes.next() {
@@ -32,7 +40,7 @@ pub(crate) fn nesting(json: &[u8]) -> usize {
                 if depth > max {
                     max = depth;
                     if max > MAX_DEPTH {
-                        break;
+                        return (max, Some(b));
                     }
                 }
             }
@@ -51,7 +59,7 @@ pub(crate) fn nesting(json: &[u8]) -> usize {
             _ => {}
         }
     }
-    max
+    (max, None)
 }
 
 /// `serde_json::from_slice` without its recursion limit of 128: callers have bounded the nesting by

@@ -161,10 +161,25 @@ impl FieldCheck {
         }
         unknown.sort();
         unknown.dedup();
+        // sigs.k8s.io/json keeps the first 100 strict errors (`saveStrictError`): a built-in kind's duplicates
+        // and unknown fields together; a custom resource's decoder only finds duplicates, and the CRD handler
+        // adds every field its pruning dropped (apiextensions-apiserver `schemaCoercingDecoder.Decode`).
+        const DECODER_STRICT_ERRORS: usize = 100;
+        let unknown_cap = if view.is_cloneset() {
+            usize::MAX
+        } else {
+            DECODER_STRICT_ERRORS.saturating_sub(duplicated.len().min(DECODER_STRICT_ERRORS))
+        };
         let msgs: Vec<String> = duplicated
             .iter()
+            .take(DECODER_STRICT_ERRORS)
             .cloned()
-            .chain(unknown.iter().map(|f| format!("unknown field {}", quote(f))))
+            .chain(
+                unknown
+                    .iter()
+                    .take(unknown_cap)
+                    .map(|f| format!("unknown field {}", quote(f))),
+            )
             .collect();
         if self.directive == Directive::Warn {
             lock(&self.warnings).extend(msgs);

@@ -85,7 +85,7 @@ pub fn apply_json_patch(doc: &mut Value, ops: &[json_patch::PatchOperation]) -> 
 /// kube-apiserver answers any failure to apply a JSON patch (a failed `test`, a missing path, the copy limit)
 /// with `NewGenericServerResponse(422, ...)`, whose message is this fixed text (the patch library's error is not
 /// passed on).
-fn rejected() -> ApiError {
+pub(super) fn rejected() -> ApiError {
     ApiError {
         details: Some(serde_json::json!({})),
         ..ApiError::new(

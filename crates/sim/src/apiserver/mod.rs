@@ -432,6 +432,12 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
     let Some((rt, ns, name, sub)) = resolve(group, version, &rest) else {
         return ApiError::no_route().into_response();
     };
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let body = request::go_utf8(body, content_type);
     let request = ApiRequest {
         method: parts.method.clone(),
         rt,

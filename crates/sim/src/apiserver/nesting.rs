@@ -6,7 +6,7 @@ use axum::http::Method;
 use super::errors::ApiError;
 use super::patch::PatchKind;
 use super::{ApiRequest, ApiServer};
-use crate::deep::{self, EXCEEDED, MAX_DEPTH};
+use crate::deep::{self, MAX_DEPTH};
 
 /// Where a request is handled.
 pub(super) enum Handling {
@@ -31,13 +31,13 @@ pub(super) fn handling(server: &ApiServer, req: &ApiRequest) -> Handling {
         None => ct.is_empty() || ct.starts_with("application/json"),
     };
     let written = matches!(req.method, Method::POST | Method::PUT | Method::PATCH);
-    let depth = if written && json {
-        deep::nesting(&req.body)
+    let (depth, past) = if written && json {
+        deep::scan(&req.body)
     } else {
-        0
+        (0, None)
     };
-    if depth > MAX_DEPTH {
-        return Handling::Refused(too_deep(req, patch));
+    if let Some(bracket) = past {
+        return Handling::Refused(too_deep(req, patch, bracket));
     }
     let json_patch = req.method == Method::PATCH && patch == Some(PatchKind::Json);
     if depth > deep::SHALLOW || json_patch || server.store().holds_deep(&req.rt.key()) {
@@ -47,11 +47,11 @@ pub(super) fn handling(server: &ApiServer, req: &ApiRequest) -> Handling {
     }
 }
 
-/// kube-apiserver's answer to a body nesting past [`MAX_DEPTH`]. A create or update body fails in the
-/// serializer's `Interpret` (apimachinery runtime/serializer/json/meta.go), reported by `transformDecodeError`
-/// (apiserver endpoints/handlers/rest.go); a patch fails where `applyJSPatch`, `strategicPatchObject` or the
-/// apply patcher first decodes it (endpoints/handlers/patch.go), which depends on the `fieldValidation` directive.
-fn too_deep(req: &ApiRequest, patch: Option<PatchKind>) -> ApiError {
+/// kube-apiserver's answer to a body nesting past [`MAX_DEPTH`] (`bracket`: the one that went past). A create
+/// or update body fails in the serializer's `Interpret` (apimachinery runtime/serializer/json/meta.go), reported
+/// by `transformDecodeError` (apiserver endpoints/handlers/rest.go); a patch fails `validateAndTranscodePatch`
+/// (endpoints/handlers/patch.go): `json.Valid` for JSON patch formats, yaml's depth limit for apply.
+fn too_deep(req: &ApiRequest, patch: Option<PatchKind>, bracket: u8) -> ApiError {
     if req.method != Method::PATCH {
         let kind = match req.sub.as_deref() {
             Some("scale") => "Scale",
@@ -60,28 +60,30 @@ fn too_deep(req: &ApiRequest, patch: Option<PatchKind>) -> ApiError {
         };
         return ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse \
-             error: {EXCEEDED} ({})",
+             error: {} ({})",
+            deep::exceeded(bracket),
             summarize(&req.body)
         ));
     }
-    let ignore = req.q("fieldValidation") == Some("Ignore");
     ApiError::bad_request(match patch {
-        Some(PatchKind::Json) if ignore => EXCEEDED.to_string(),
-        Some(PatchKind::Merge) if ignore => "Invalid JSON Patch".to_string(),
-        Some(PatchKind::Strategic) => EXCEEDED.to_string(),
         Some(PatchKind::Apply) => {
-            format!("error decoding patch: error converting YAML to JSON: yaml: {EXCEEDED} of {MAX_DEPTH}")
+            format!(
+                "error decoding patch: error converting YAML to JSON: yaml: exceeded max depth of {MAX_DEPTH}"
+            )
         }
-        _ => format!("error decoding patch: {EXCEEDED}"),
+        _ => INVALID_PATCH.to_string(),
     })
 }
 
-/// Refuses a JSON patch's result nesting past [`MAX_DEPTH`] (its paths can add depth its body does not have), as
-/// `jsonPatcher.applyPatchToCurrentObject` does when `runtime.DecodeInto` fails on it: 422 on `patch`.
+/// `validateAndTranscodePatch`'s answer to a JSON, merge or strategic merge patch that is not valid JSON.
+pub(super) const INVALID_PATCH: &str = "invalid JSON patch";
+
+/// Refuses a JSON patch's result nesting past [`MAX_DEPTH`] (its paths can add depth its body does not have)
+/// as kube-apiserver does: the patch library fails on it, answered as any failure to apply a JSON patch (422,
+/// `the server rejected our request due to an error in our request`).
 pub(super) fn check_patched(obj: &serde_json::Value) -> Result<(), ApiError> {
     if deep::value_nesting(obj) > MAX_DEPTH {
-        let why = format!("couldn't get version/kind; json parse error: {EXCEEDED}");
-        return Err(super::fieldvalidation::patch_invalid(obj, &why));
+        return Err(super::limits::rejected());
     }
     Ok(())
 }

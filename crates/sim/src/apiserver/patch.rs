@@ -61,6 +61,11 @@ pub fn parse_body(body: &[u8], yaml_ok: bool) -> Result<Value, ApiError> {
 
 /// Applies a patch of the given kind to `doc` in place.
 pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiError> {
+    // `validateAndTranscodePatch` (endpoints/handlers/patch.go): a JSON, merge or strategic merge patch that is
+    // not valid JSON (`json.Valid`) is refused before anything decodes it.
+    if kind != PatchKind::Apply && crate::deep::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+        return Err(ApiError::bad_request(super::nesting::INVALID_PATCH));
+    }
     match kind {
         PatchKind::Json => {
             let patch: json_patch::Patch = crate::deep::from_slice(body)

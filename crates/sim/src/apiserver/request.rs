@@ -145,3 +145,38 @@ pub(super) fn resolve(group: &str, version: &str, rest: &[&str]) -> Option<Resol
         [] => None,
     }
 }
+
+/// A JSON body with invalid UTF-8 as Go's decoder reads it: each invalid byte becomes U+FFFD (encoding/json
+/// `unquote`, which kube-apiserver's decoders share), where serde_json would refuse the document. Other bodies
+/// (protobuf, CBOR, YAML) are returned as they are.
+pub(super) fn go_utf8(body: Bytes, content_type: &str) -> Bytes {
+    let ct = content_type.trim_start().to_ascii_lowercase();
+    let json =
+        ct.is_empty() || (ct.starts_with("application/") && ct.contains("json") && !ct.contains("yaml"));
+    if !json || std::str::from_utf8(&body).is_ok() {
+        return body;
+    }
+    let mut out = String::with_capacity(body.len() + 16);
+    for chunk in body.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for _ in chunk.invalid() {
+            out.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_becomes_a_replacement_per_byte() {
+        let body = Bytes::from_static(b"{\"a\":\"x\xff\xe2\x82y\"}");
+        let got = go_utf8(body.clone(), "application/json");
+        assert_eq!(&got[..], "{\"a\":\"x\u{fffd}\u{fffd}\u{fffd}y\"}".as_bytes());
+        assert_eq!(go_utf8(body.clone(), "application/vnd.kubernetes.protobuf"), body);
+        let valid = Bytes::from_static("{\"a\":\"é\"}".as_bytes());
+        assert_eq!(go_utf8(valid.clone(), "application/merge-patch+json"), valid);
+    }
+}
