@@ -269,3 +269,48 @@ async fn legacy_event_names_as_kube() {
     .await;
     assert_eq!(a.code, 422, "{}", a.text);
 }
+
+/// Query parameters and bodies kube-apiserver v1.37.2 answers differently from a lenient server (its answers to
+/// the same requests): bad `timeoutSeconds`, malformed selectors, invalid UTF-8.
+#[tokio::test(start_paused = true)]
+async fn malformed_parameters_and_bodies_as_kube() {
+    let s = server();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    for url in [
+        format!("{cms}?timeoutSeconds=abc"),
+        format!("{cms}?watch=true&timeoutSeconds=abc"),
+    ] {
+        let a = get(&s, &url).await;
+        assert_eq!(
+            (a.code, a.body["message"].as_str()),
+            (400, Some("strconv.ParseInt: parsing \"abc\": invalid syntax")),
+            "{url}"
+        );
+    }
+    // A negative timeout: one ERROR event, then the end of the stream.
+    let a = get(&s, &format!("{cms}?watch=true&timeoutSeconds=-1")).await;
+    assert_eq!(a.code, 200);
+    let event: serde_json::Value = serde_json::from_str(a.text.trim()).unwrap_or_default();
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["message"], "context deadline exceeded");
+    assert_eq!(event["object"]["code"], 500);
+    for (query, want) in [
+        (
+            "labelSelector=a%3Db%3Dc",
+            "found '=', expected: ',' or 'end of string'",
+        ),
+        ("labelSelector=a,,b", "found ',', expected: identifier after ','"),
+        (
+            "fieldSelector=metadata.name%3Da%3Db",
+            "invalid field selector: unescaped character in value: 61",
+        ),
+    ] {
+        let a = get(&s, &format!("{PODS}?{query}")).await;
+        assert_eq!((a.code, a.body["message"].as_str()), (400, Some(want)), "{query}");
+    }
+    // Invalid UTF-8 in a JSON body: each invalid byte stored as U+FFFD, as Go's decoder reads it.
+    let body = b"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"u8\"},\"data\":{\"a\":\"x\xff\xe2\x82y\"}}";
+    let a = send(&s, "POST", cms, "application/json", body.to_vec()).await;
+    assert_eq!(a.code, 201, "{}", a.text);
+    assert_eq!(a.body["data"]["a"], "x\u{fffd}\u{fffd}\u{fffd}y");
+}

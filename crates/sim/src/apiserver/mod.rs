@@ -13,6 +13,7 @@ mod events;
 pub mod faults;
 mod fieldvalidation;
 mod handlers;
+mod labelparse;
 mod limits;
 mod metadata_validation;
 mod nesting;

@@ -33,6 +33,26 @@ impl ApiRequest {
         self.q("dryRun").is_some_and(|v| v.split(',').any(|x| x == "All"))
     }
 
+    /// `timeoutSeconds` as the parameter codec decodes it into `*int64` (`Convert_Slice_string_To_Pointer_int64`):
+    /// absent or empty is `None`; anything `strconv.ParseInt` refuses is a 400 with its message.
+    pub fn timeout_seconds(&self) -> Result<Option<i64>, super::ApiError> {
+        let Some(raw) = self.q("timeoutSeconds").filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        raw.parse::<i64>().map(Some).map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            super::ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: {why}",
+                super::errors::quote(raw)
+            ))
+        })
+    }
+
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.q(key), Some("true" | "1" | "True"))
     }
