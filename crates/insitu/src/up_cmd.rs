@@ -45,8 +45,9 @@ pub struct UpArgs {
     /// The most bytes of JSON the cluster's objects may take together, as etcd's flag of this name bounds a
     /// real cluster's: a write past it is refused as kube-apiserver passes etcd's refusal on (500,
     /// `etcdserver: mvcc: database space exceeded`). The default keeps the process under 1 GiB of memory
-    /// whatever is applied: a CloneSet of 2147483647 replicas stops there (at 128 MiB a debug build stopped at
-    /// 51,190 pods and 43,174 Events, peak RSS 989 MiB, so the default is three quarters of that); 0: no bound.
+    /// whatever is applied: a CloneSet of 2147483647 replicas stops at about 40,000 pods (a debug build: 40,549
+    /// pods and 27,770 Events, peak RSS 795 MiB, then steady at 690 MiB while the controller retries); 0: no
+    /// bound.
     #[arg(long, default_value_t = DEFAULT_QUOTA_BYTES)]
     pub quota_backend_bytes: u64,
     #[command(flatten)]
