@@ -380,10 +380,10 @@ fn shaped_version(crd: &CustomResourceDefinition, version: Version) -> Option<Va
 /// each, without its defaults and rules), so that pruning keeps them for the defaulting webhook to move
 /// (`defaults::legacy`); a CEL rule (`validation::cel`) refuses them if they are still there after admission.
 fn accept_legacy_spelling(beta_spec: &mut Value) {
-    let Some(mut alpha) = serde_json::to_value(CloneSet::crd())
-        .ok()
-        .and_then(|v| v.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec").cloned())
-    else {
+    let Some(mut alpha) = serde_json::to_value(CloneSet::crd()).ok().and_then(|v| {
+        v.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
+            .cloned()
+    }) else {
         return;
     };
     shape_spec_schema_for(&mut alpha, Version::V1alpha1);
@@ -395,7 +395,9 @@ fn accept_legacy_spelling(beta_spec: &mut Value) {
         return;
     };
     for field in fields {
-        let Some(mut schema) = alpha.pointer(&format!("/properties/updateStrategy/properties/{field}")).cloned()
+        let Some(mut schema) = alpha
+            .pointer(&format!("/properties/updateStrategy/properties/{field}"))
+            .cloned()
         else {
             continue;
         };

@@ -10,7 +10,9 @@ fn expressions(yaml: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut lines = yaml.lines().peekable();
     while let Some(line) = lines.next() {
-        let Some(indent) = line.find("expr: |") else { continue };
+        let Some(indent) = line.find("expr: |") else {
+            continue;
+        };
         let mut expr = String::new();
         while let Some(next) = lines.peek() {
             let depth = next.len() - next.trim_start().len();
@@ -64,7 +66,10 @@ fn the_seeds_alert_rules_select_metrics_insitu_exports() {
         assert!(!found.is_empty(), "{expr}");
         for (func, name) in found {
             let sample = format!("\n{name}{{");
-            assert!(text.contains(&sample), "{name} (in {expr}) is not exported:\n{text}");
+            assert!(
+                text.contains(&sample),
+                "{name} (in {expr}) is not exported:\n{text}"
+            );
             let (base, kind) = match name.strip_suffix("_bucket") {
                 Some(b) => (b.to_string(), "histogram"),
                 None => (name.trim_end_matches("_total").to_string(), "counter"),

@@ -33,10 +33,26 @@ async fn the_tutorials_patches_to_v1beta1_do_what_they_say() {
 
     // Canary step 1 and pause, exactly as the tutorial sends them (to v1beta1).
     for (patch, key, want) in [
-        (json!({"spec": {"updateStrategy": {"partition": 8}}}), "partition", json!(8)),
-        (json!({"spec": {"updateStrategy": {"paused": true}}}), "paused", json!(true)),
-        (json!({"spec": {"updateStrategy": {"maxUnavailable": "20%"}}}), "maxUnavailable", json!("20%")),
-        (json!({"spec": {"updateStrategy": {"maxSurge": 0}}}), "maxSurge", json!(0)),
+        (
+            json!({"spec": {"updateStrategy": {"partition": 8}}}),
+            "partition",
+            json!(8),
+        ),
+        (
+            json!({"spec": {"updateStrategy": {"paused": true}}}),
+            "paused",
+            json!(true),
+        ),
+        (
+            json!({"spec": {"updateStrategy": {"maxUnavailable": "20%"}}}),
+            "maxUnavailable",
+            json!("20%"),
+        ),
+        (
+            json!({"spec": {"updateStrategy": {"maxSurge": 0}}}),
+            "maxSurge",
+            json!(0),
+        ),
     ] {
         let a = json_req(&s, "PATCH", &format!("{BETA}/nginx-demo"), MERGE, patch.clone()).await;
         assert_eq!(a.code, 200, "{patch}: {}", a.text);
@@ -65,15 +81,27 @@ async fn the_tutorials_patches_to_v1beta1_do_what_they_say() {
     let us = strategy(&s).await;
     assert_eq!(us["type"], "RollingUpdate", "{us}");
     assert_eq!(us["rollingUpdate"]["podUpdatePolicy"], "InPlaceOnly", "{us}");
-    assert_eq!(us["rollingUpdate"]["inPlaceUpdateStrategy"]["gracePeriodSeconds"], 3, "{us}");
-    assert!(us["rollingUpdate"].get("paused").is_none_or(|p| p == false), "{us}");
-    assert!(us.get("inPlaceUpdateStrategy").is_none() && us.get("paused").is_none(), "{us}");
+    assert_eq!(
+        us["rollingUpdate"]["inPlaceUpdateStrategy"]["gracePeriodSeconds"], 3,
+        "{us}"
+    );
+    assert!(
+        us["rollingUpdate"].get("paused").is_none_or(|p| p == false),
+        "{us}"
+    );
+    assert!(
+        us.get("inPlaceUpdateStrategy").is_none() && us.get("paused").is_none(),
+        "{us}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn update_and_server_side_apply_in_the_old_spelling() {
     let s = server();
-    assert_eq!(json_req(&s, "POST", ALPHA, "application/json", seed()).await.code, 201);
+    assert_eq!(
+        json_req(&s, "POST", ALPHA, "application/json", seed()).await.code,
+        201
+    );
     // PUT of the v1beta1 object with `partition` added in the old spelling (a runbook edit).
     let mut obj = get(&s, &format!("{BETA}/nginx-demo")).await.body;
     obj["spec"]["updateStrategy"]["partition"] = json!(4);
@@ -95,8 +123,15 @@ async fn update_and_server_side_apply_in_the_old_spelling() {
     .await;
     assert_eq!(a.code, 200, "{}", a.text);
     let us = strategy(&s).await;
-    assert_eq!((&us["rollingUpdate"]["paused"], &us["rollingUpdate"]["partition"]), (&json!(true), &json!(6)), "{us}");
-    assert!(us.get("paused").is_none() && us.get("partition").is_none(), "{us}");
+    assert_eq!(
+        (&us["rollingUpdate"]["paused"], &us["rollingUpdate"]["partition"]),
+        (&json!(true), &json!(6)),
+        "{us}"
+    );
+    assert!(
+        us.get("paused").is_none() && us.get("partition").is_none(),
+        "{us}"
+    );
 
     // A v1beta1 create in the old spelling.
     let mut beta = seed();
@@ -107,16 +142,25 @@ async fn update_and_server_side_apply_in_the_old_spelling() {
     assert_eq!(a.code, 201, "{}", a.text);
     let us = &a.body["spec"]["updateStrategy"];
     assert_eq!(us["type"], "RollingUpdate", "{us}");
-    assert_eq!(us["rollingUpdate"]["podUpdatePolicy"], "InPlaceIfPossible", "{us}");
+    assert_eq!(
+        us["rollingUpdate"]["podUpdatePolicy"], "InPlaceIfPossible",
+        "{us}"
+    );
     assert_eq!(us["rollingUpdate"]["partition"], 2, "{us}");
     assert_eq!(us["rollingUpdate"]["maxUnavailable"], 1, "{us}");
-    assert_eq!(us["rollingUpdate"]["inPlaceUpdateStrategy"]["gracePeriodSeconds"], 10, "{us}");
+    assert_eq!(
+        us["rollingUpdate"]["inPlaceUpdateStrategy"]["gracePeriodSeconds"], 10,
+        "{us}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn both_spellings_set_differently_are_refused_naming_both() {
     let s = server();
-    assert_eq!(json_req(&s, "POST", ALPHA, "application/json", seed()).await.code, 201);
+    assert_eq!(
+        json_req(&s, "POST", ALPHA, "application/json", seed()).await.code,
+        201
+    );
     let before = strategy(&s).await;
     let a = json_req(
         &s,
@@ -138,7 +182,10 @@ async fn both_spellings_set_differently_are_refused_naming_both() {
 #[tokio::test(start_paused = true)]
 async fn the_seeds_merge_patches_of_the_containers_list_warn() {
     let s = server();
-    assert_eq!(json_req(&s, "POST", ALPHA, "application/json", seed()).await.code, 201);
+    assert_eq!(
+        json_req(&s, "POST", ALPHA, "application/json", seed()).await.code,
+        201
+    );
     // Give the stored container what the tutorial's has, so the replaced list loses something.
     let a = json_req(
         &s,
@@ -176,9 +223,15 @@ async fn the_seeds_merge_patches_of_the_containers_list_warn() {
     )
     .await;
     assert_eq!(a.code, 422, "{}", a.text);
-    assert!(a.text.contains("containers[0].image: Required value"), "{}", a.text);
     assert!(
-        a.warnings.iter().any(|w| w.contains("/spec/template/spec/containers/0/env/0/value")),
+        a.text.contains("containers[0].image: Required value"),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("/spec/template/spec/containers/0/env/0/value")),
         "{:?}",
         a.warnings
     );

@@ -65,7 +65,9 @@ impl<'a> Baseline<'a> {
     fn child(self, key: &str) -> Baseline<'a> {
         match self {
             Baseline::Create => Baseline::Create,
-            Baseline::Update(old) => Baseline::Update(old.and_then(|m| m.get(key)).and_then(Value::as_object)),
+            Baseline::Update(old) => {
+                Baseline::Update(old.and_then(|m| m.get(key)).and_then(Value::as_object))
+            }
         }
     }
 
@@ -182,7 +184,11 @@ fn place_type(ru: &mut Map<String, Value>, baseline: Baseline<'_>, policy: &str,
              set only one of them",
             render(current)
         );
-        errs.push(invalid(&format!("{US}.type"), render(Some(&json!(policy))), detail));
+        errs.push(invalid(
+            &format!("{US}.type"),
+            render(Some(&json!(policy))),
+            detail,
+        ));
         return;
     }
     ru.insert("podUpdatePolicy".into(), json!(policy));
@@ -280,8 +286,10 @@ mod tests {
 
     #[test]
     fn a_create_in_the_old_spelling_builds_rolling_update() {
-        let cs = beta(json!({"type": "InPlaceIfPossible", "partition": 8, "maxUnavailable": 1,
-                             "inPlaceUpdateStrategy": {"gracePeriodSeconds": 10}}));
+        let cs = beta(
+            json!({"type": "InPlaceIfPossible", "partition": 8, "maxUnavailable": 1,
+                             "inPlaceUpdateStrategy": {"gracePeriodSeconds": 10}}),
+        );
         let out = lift(&cs, None).unwrap().unwrap();
         assert_eq!(
             out["spec"]["updateStrategy"],
@@ -316,7 +324,8 @@ mod tests {
         let out = lift(&new, Some(&old)).unwrap().unwrap();
         assert_eq!(out["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 8);
         // A type that contradicts a podUpdatePolicy set in the same CREATE.
-        let cs = beta(json!({"type": "InPlaceOnly", "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}}));
+        let cs =
+            beta(json!({"type": "InPlaceOnly", "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}}));
         let text = lift(&cs, None).unwrap_err()[0].to_string();
         assert!(
             text.contains("spec.updateStrategy.type: Invalid value: \"InPlaceOnly\"")

@@ -20,7 +20,10 @@ pub fn template_warnings(new: &Value, old: &Value) -> Vec<String> {
             .cloned()
             .unwrap_or_default()
     };
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("NAME");
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("NAME");
     let old_containers = containers(old);
     let mut out = Vec::new();
     for (i, c) in containers(new).iter().enumerate() {
@@ -94,7 +97,11 @@ fn env_values(c: &Value) -> Vec<(String, Value)> {
         .flatten()
         .filter(|e| e.get("valueFrom").is_none())
         .map(|e| {
-            let n = e.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let n = e
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             (n, e.get("value").cloned().unwrap_or(Value::Null))
         })
         .collect();
@@ -161,7 +168,10 @@ mod tests {
         let mut env = full();
         env["env"][0]["value"] = json!("v2.0");
         let w = template_warnings(&seed(env), &old);
-        assert!(w.len() == 1 && w[0].starts_with("spec.template.spec.containers[0].env"), "{w:?}");
+        assert!(
+            w.len() == 1 && w[0].starts_with("spec.template.spec.containers[0].env"),
+            "{w:?}"
+        );
         let mut image = full();
         image["image"] = json!("nginx:1.20.0");
         assert!(template_warnings(&seed(image.clone()), &old).is_empty());

@@ -91,7 +91,9 @@ mod tests {
                      "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}});
         let mut paused = old.clone();
         paused["spec"]["updateStrategy"]["paused"] = json!(true);
-        let out = review(&json!({"request": {"uid": "p", "operation": "UPDATE", "object": paused, "oldObject": old}}));
+        let out = review(
+            &json!({"request": {"uid": "p", "operation": "UPDATE", "object": paused, "oldObject": old}}),
+        );
         let patch = base64::engine::general_purpose::STANDARD
             .decode(out["response"]["patch"].as_str().unwrap())
             .unwrap();
@@ -105,7 +107,9 @@ mod tests {
         let mut both = paused.clone();
         both["spec"]["updateStrategy"]["partition"] = json!(3);
         both["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = json!(4);
-        let out = review(&json!({"request": {"uid": "b", "operation": "UPDATE", "object": both, "oldObject": old}}));
+        let out = review(
+            &json!({"request": {"uid": "b", "operation": "UPDATE", "object": both, "oldObject": old}}),
+        );
         assert_eq!(out["response"]["allowed"], false);
         assert_eq!(out["response"]["status"]["code"], 422);
         let msg = out["response"]["status"]["message"].as_str().unwrap();

@@ -138,15 +138,33 @@ pub fn missing_required(obj: &Value) -> Vec<String> {
 
 fn required_in(v: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
     let Some(m) = v.as_object() else { return };
-    for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+    for key in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let Some(key) = key.as_str() else { continue };
         if m.get(key).is_none_or(Value::is_null) {
-            out.push(if path.is_empty() { key.to_string() } else { format!("{path}.{key}") });
+            out.push(if path.is_empty() {
+                key.to_string()
+            } else {
+                format!("{path}.{key}")
+            });
         }
     }
-    for (k, sub) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+    for (k, sub) in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
         if let Some(child) = m.get(k).filter(|c| c.is_object()) {
-            let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            let p = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
             required_in(child, sub, &p, out);
         }
     }

@@ -404,7 +404,7 @@ fn immutable_deletion(
         let shown = ts
             .as_str()
             .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .map_or_else(|| ts.to_string(), |t| crate::apiserver::format_time(t));
+            .map_or_else(|| ts.to_string(), crate::apiserver::format_time);
         errs.push(FieldErr::invalid(
             "metadata.deletionTimestamp",
             &quote(&shown),
