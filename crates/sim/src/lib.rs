@@ -9,6 +9,7 @@ pub mod apiserver;
 mod boundpod;
 pub mod clock;
 pub mod cluster;
+mod deep;
 pub mod gc;
 pub mod kubelet;
 pub mod nodelifecycle;

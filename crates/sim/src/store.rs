@@ -90,6 +90,11 @@ pub struct TooOld {
     pub oldest: u64,
 }
 
+/// A write refused because it would take the stored objects past [`StoreConfig::quota_bytes`], as etcd refuses
+/// a write past its `--quota-backend-bytes` (`mvcc: database space exceeded`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaExceeded;
+
 /// Where a watch starts.
 pub enum WatchFrom {
     /// Snapshot of the current objects (sent as ADDED), then live events.
@@ -121,6 +126,12 @@ pub struct StoreConfig {
     pub history_bytes: usize,
     /// Per-resource broadcast buffer; a watcher lagging further behind is disconnected.
     pub watch_buffer: usize,
+    /// The most bytes of JSON the current objects of all resources may take together (`None`: no bound), as
+    /// etcd's backend quota bounds a real cluster's: a create or a growing update past it is refused with
+    /// [`QuotaExceeded`]. Unlike etcd, which raises an alarm that refuses every later write until an operator
+    /// defragments and disarms it, writes go through again once deletes have made room (there is no operator
+    /// to disarm an alarm); deletes and updates that do not grow are never refused.
+    pub quota_bytes: Option<usize>,
 }
 
 impl Default for StoreConfig {
@@ -129,6 +140,7 @@ impl Default for StoreConfig {
             history_capacity: 100_000,
             history_bytes: 64 << 20,
             watch_buffer: 8192,
+            quota_bytes: None,
         }
     }
 }
@@ -150,6 +162,8 @@ struct Kind {
     field_names: Option<Arc<[&'static str]>>,
     /// Whether objects are kept compressed (`Store::register_packed`).
     packed: bool,
+    /// Objects stored that are [`ObjIndex::deep`].
+    deep: usize,
     /// What a packed resource's objects are compressed against: its first objects' JSON (`grow_dict`).
     dict: Option<Arc<[u8]>>,
 }
@@ -173,6 +187,8 @@ fn grow_dict(dict: &Arc<[u8]>, json: &[u8], packed: usize) -> Option<Arc<[u8]>> 
 
 struct Inner {
     rv: u64,
+    /// Bytes of JSON of all current objects (what [`StoreConfig::quota_bytes`] bounds).
+    stored: usize,
     kinds: HashMap<String, Kind>,
     /// The newest paged lists' states, for their continuations (`pages`).
     snapshots: VecDeque<pages::Snapshot>,
@@ -194,6 +210,7 @@ impl Store {
         Self {
             inner: Mutex::new(Inner {
                 rv: 1,
+                stored: 0,
                 kinds: HashMap::new(),
                 snapshots: VecDeque::new(),
             }),
@@ -218,6 +235,7 @@ impl Store {
             indexer,
             field_names: None,
             packed: false,
+            deep: 0,
             dict: None,
         }
     }
@@ -279,6 +297,16 @@ impl Store {
         (collect(kind, ns, &filter), rv)
     }
 
+    /// Whether any stored object of a resource is [`ObjIndex::deep`] (requests for it then run on a deep stack).
+    pub fn holds_deep(&self, key: &str) -> bool {
+        self.lock().kinds.get(key).is_some_and(|k| k.deep > 0)
+    }
+
+    /// Bytes of JSON the current objects take together (what [`StoreConfig::quota_bytes`] bounds).
+    pub fn stored_bytes(&self) -> usize {
+        self.lock().stored
+    }
+
     /// Object counts per resource key.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.lock()
@@ -291,7 +319,8 @@ impl Store {
     /// Atomically reads the current object, lets `f` decide, and applies the decision.
     /// `f` gets the current object and the resourceVersion the write will get. It runs under the store
     /// lock, so it must not call back into the store (the lock is not re-entrant).
-    pub fn write<E>(
+    /// A `Put` past [`StoreConfig::quota_bytes`] fails with [`QuotaExceeded`].
+    pub fn write<E: From<QuotaExceeded>>(
         &self,
         key: &str,
         ns: &str,
@@ -300,6 +329,7 @@ impl Store {
     ) -> Result<Written, E> {
         let mut g = self.lock();
         let next_rv = g.rv + 1;
+        let stored = g.stored;
         if !g.kinds.contains_key(key) {
             let kind = self.new_kind(no_fields);
             g.kinds.insert(key.to_string(), kind);
@@ -308,6 +338,8 @@ impl Store {
             return Ok(Written::Unchanged(None));
         };
         let current = kind.objects.get(ns).and_then(|m| m.get(name)).cloned();
+        let was_deep = current.as_ref().is_some_and(|c| c.index.deep);
+        let old_len = current.as_ref().map_or(0, Object::len);
         let decision = match f(current.as_ref(), next_rv)? {
             Write::Delete => match &current {
                 Some(c) => Write::DeleteAs(c.value()),
@@ -320,6 +352,11 @@ impl Store {
             Write::Put(mut value) => {
                 set_rv(&mut value, next_rv);
                 let object = make_object(&value, ns, name, next_rv, kind);
+                let grown = stored - old_len + object.len();
+                if object.len() > old_len && self.config.quota_bytes.is_some_and(|q| grown > q) {
+                    return Err(QuotaExceeded.into());
+                }
+                kind.deep = kind.deep + usize::from(object.index.deep) - usize::from(was_deep);
                 let bucket = kind.objects.entry(ns.to_string()).or_default();
                 bucket.insert(name.to_string(), object.clone());
                 match current {
@@ -341,12 +378,17 @@ impl Store {
                     }
                 }
                 kind.count = kind.count.saturating_sub(1);
+                kind.deep -= usize::from(was_deep);
                 set_rv(&mut value, next_rv);
                 let object = make_object(&value, ns, name, next_rv, kind);
                 (EventType::Deleted, object, None)
             }
         };
         g.rv = next_rv;
+        g.stored = match event_kind {
+            EventType::Deleted => stored - old_len,
+            _ => stored - old_len + object.len(),
+        };
         let cap = self.config.history_capacity.max(1);
         let Some(kind) = g.kinds.get_mut(key) else {
             return Ok(Written::Unchanged(None));
@@ -461,12 +503,16 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) ->
                 .collect()
         })
         .unwrap_or_default();
+    let json = serde_json::to_vec(value).unwrap_or_default();
     let index = ObjIndex {
         namespace: ns.to_string(),
         name: name.to_string(),
         rv,
         labels,
         fields: Fields::new((kind.indexer)(value), kind.field_names.as_ref()),
+        // Packed kinds (pods, Events) are typed all the way down: only free-form fields (a CloneSet's template,
+        // a revision's data, a CRD's schema) nest deeper, so only unpacked objects are scanned.
+        deep: !kind.packed && crate::deep::nesting(&json) > crate::deep::SHALLOW,
     };
     if kind
         .field_names
@@ -475,7 +521,6 @@ fn make_object(value: &Value, ns: &str, name: &str, rv: u64, kind: &mut Kind) ->
     {
         kind.field_names = Some(index.fields.names.clone());
     }
-    let json = serde_json::to_vec(value).unwrap_or_default();
     if kind.packed {
         let dict = kind
             .dict
@@ -498,7 +543,7 @@ mod tests {
 
     fn put(store: &Store, name: &str) -> Written {
         store
-            .write::<()>("pods", "default", name, |_, _| {
+            .write::<QuotaExceeded>("pods", "default", name, |_, _| {
                 Ok(Write::Put(json!({"metadata": {"name": name}})))
             })
             .unwrap_or(Written::Unchanged(None))
@@ -545,7 +590,7 @@ mod tests {
         let mut written = Vec::new();
         for (name, reason) in [("a", "Pulled"), ("b", "Created"), ("c", "Started")] {
             let w = store
-                .write::<()>("/events", "default", name, |_, _| {
+                .write::<QuotaExceeded>("/events", "default", name, |_, _| {
                     Ok(Write::Put(event(name, reason)))
                 })
                 .unwrap_or(Written::Unchanged(None));
@@ -598,7 +643,7 @@ mod tests {
         };
         let put_event = |name: &str, v: Value| {
             store
-                .write::<()>("/events", "default", name, |_, _| Ok(Write::Put(v)))
+                .write::<QuotaExceeded>("/events", "default", name, |_, _| Ok(Write::Put(v)))
                 .unwrap_or(Written::Unchanged(None))
                 .object()
                 .cloned()

@@ -24,6 +24,18 @@ impl ApiServer {
 }
 
 async fn guard(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
+    // Go's HTTP server refuses a request with two Host headers before any handler runs (net/http `readRequest`).
+    if req.headers().get_all(header::HOST).iter().count() > 1 {
+        return (
+            axum::http::StatusCode::BAD_REQUEST,
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::CONNECTION, "close"),
+            ],
+            "400 Bad Request: too many Host headers",
+        )
+            .into_response();
+    }
     if !loopback_host(req.headers()) {
         let host = req
             .headers()
@@ -40,10 +52,33 @@ async fn guard(State(token): State<Arc<String>>, req: Request, next: Next) -> Re
         .into_response();
     }
     let public = req.method() == axum::http::Method::GET && PUBLIC_PATHS.contains(&req.uri().path());
-    if !public && !token_matches(req.headers(), &token) {
-        return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+    let given = bearer_token(req.headers());
+    if !public && !given.is_some_and(|g| token_matches(g, &token)) {
+        let mut resp = ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+        if given == Some("") {
+            let mut warnings = super::warnings::Recorder::default();
+            warnings.add(SPACE_BEFORE_TOKEN);
+            warnings.write(resp.headers_mut());
+        }
+        return resp;
     }
     next.run(req).await
+}
+
+/// bearertoken.go's `invalidTokenWithSpaceWarning`.
+const SPACE_BEFORE_TOKEN: &str =
+    "the provided Authorization header contains extra space before the bearer token, and is ignored";
+
+/// The token of an `Authorization` header as kube-apiserver's bearer-token authenticator reads it
+/// (authentication/request/bearertoken/bearertoken.go): the header trimmed, split on single spaces into at most
+/// three parts, the scheme `bearer` in any case, the token the second part (`Some("")` for `Bearer  x`, which
+/// authenticates nobody and gets a warning); `None` without such a header.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let mut parts = auth.splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// `Host: 127.0.0.1:6443`, `[::1]:6443`, `localhost` (any port, any 127/8 address).
@@ -62,17 +97,10 @@ pub fn loopback_host(headers: &HeaderMap) -> bool {
     name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// `Authorization: Bearer <token>`, compared in constant time.
-fn token_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// A non-empty `given` token equal to `token`, compared in constant time.
+fn token_matches(given: &str, token: &str) -> bool {
+    let (a, b) = (given.as_bytes(), token.as_bytes());
+    !a.is_empty() && a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -85,6 +113,30 @@ mod tests {
             m.insert(header::HOST, v);
         }
         m
+    }
+
+    #[test]
+    fn bearer_tokens_read_as_kube() {
+        let auth = |v: &str| {
+            let mut m = HeaderMap::new();
+            if let Ok(v) = v.parse() {
+                m.insert(header::AUTHORIZATION, v);
+            }
+            m
+        };
+        for (header, want) in [
+            ("Bearer tok", Some("tok")),
+            ("bearer tok", Some("tok")),
+            ("BEARER tok", Some("tok")),
+            ("  Bearer tok  ", Some("tok")),
+            ("Bearer tok extra", Some("tok")),
+            ("Bearer  tok", Some("")),
+            ("Basic tok", None),
+            ("Bearer", None),
+        ] {
+            assert_eq!(bearer_token(&auth(header)), want, "{header:?}");
+        }
+        assert!(token_matches("tok", "tok") && !token_matches("", "") && !token_matches("to", "tok"));
     }
 
     #[test]

@@ -77,6 +77,12 @@ enum Verdict {
     Decided(Option<Object>, Write),
 }
 
+impl From<crate::store::QuotaExceeded> for Verdict {
+    fn from(e: crate::store::QuotaExceeded) -> Self {
+        Verdict::Refused(e.into())
+    }
+}
+
 impl ApiServer {
     /// [`crate::store::Store::write`], or (for `dry`) the same closure run on the current object with the
     /// decision returned as what the write would have done.

@@ -42,7 +42,7 @@ fn scan_other(method: &Method, ct: &str, body: &[u8]) -> Vec<String> {
         return match PatchKind::from_content_type(ct) {
             Some(PatchKind::Json) => json("json patch "),
             Some(PatchKind::Merge | PatchKind::Strategic) => json(""),
-            Some(PatchKind::Apply) if serde_json::from_slice::<IgnoredAny>(body).is_err() => find_yaml(body),
+            Some(PatchKind::Apply) if crate::deep::from_slice::<IgnoredAny>(body).is_err() => find_yaml(body),
             Some(PatchKind::Apply) => json(""),
             None => Vec::new(),
         };
@@ -50,7 +50,7 @@ fn scan_other(method: &Method, ct: &str, body: &[u8]) -> Vec<String> {
     if !matches!(*method, Method::POST | Method::PUT) || super::protobuf::is_protobuf(ct) {
         return Vec::new();
     }
-    if ct.contains("yaml") && serde_json::from_slice::<IgnoredAny>(body).is_err() {
+    if ct.contains("yaml") && crate::deep::from_slice::<IgnoredAny>(body).is_err() {
         return find_yaml(body);
     }
     json("")
@@ -101,6 +101,8 @@ pub(super) fn parse_json(body: &[u8]) -> Result<(Value, Vec<String>), serde_json
     let mut found = Vec::new();
     let mut path = String::new();
     let mut de = serde_json::Deserializer::from_slice(body);
+    // Nested at most `deep::MAX_DEPTH` (checked at dispatch), and parsed on a deep stack past `deep::SHALLOW`.
+    de.disable_recursion_limit();
     let value = Build {
         path: &mut path,
         found: Some(&mut found),

@@ -315,10 +315,25 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is `omitempty` (StatusReasonUnknown is "").
+        if self.reason.is_empty()
+            && let Some(o) = s.as_object_mut()
+        {
+            o.remove("reason");
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
         s
+    }
+}
+
+/// What kube-apiserver answers when etcd refuses a write over its quota: etcd's error is no storage error it
+/// knows (storage/errors `InterpretCreateError`/`InterpretUpdateError` pass it on), so `ErrorToAPIStatus` makes
+/// it a 500 with etcd's message and no reason (responsewriters/status.go).
+impl From<crate::store::QuotaExceeded> for ApiError {
+    fn from(_: crate::store::QuotaExceeded) -> Self {
+        ApiError::new(500, "", "etcdserver: mvcc: database space exceeded")
     }
 }
 

@@ -11,7 +11,6 @@
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use axum::http::HeaderValue;
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -162,10 +161,25 @@ impl FieldCheck {
         }
         unknown.sort();
         unknown.dedup();
+        // sigs.k8s.io/json keeps the first 100 strict errors (`saveStrictError`): a built-in kind's duplicates
+        // and unknown fields together; a custom resource's decoder only finds duplicates, and the CRD handler
+        // adds every field its pruning dropped (apiextensions-apiserver `schemaCoercingDecoder.Decode`).
+        const DECODER_STRICT_ERRORS: usize = 100;
+        let unknown_cap = if view.is_cloneset() {
+            usize::MAX
+        } else {
+            DECODER_STRICT_ERRORS.saturating_sub(duplicated.len().min(DECODER_STRICT_ERRORS))
+        };
         let msgs: Vec<String> = duplicated
             .iter()
+            .take(DECODER_STRICT_ERRORS)
             .cloned()
-            .chain(unknown.iter().map(|f| format!("unknown field {}", quote(f))))
+            .chain(
+                unknown
+                    .iter()
+                    .take(unknown_cap)
+                    .map(|f| format!("unknown field {}", quote(f))),
+            )
             .collect();
         if self.directive == Directive::Warn {
             lock(&self.warnings).extend(msgs);
@@ -188,20 +202,21 @@ impl FieldCheck {
         lock(&self.warnings).extend(msgs);
     }
 
-    /// Adds the collected warnings to a response as `Warning: 299 - "<text>"` headers.
+    /// Adds the collected warnings to a response as kube-apiserver's warning recorder writes them
+    /// ([`super::warnings::Recorder`]: de-duplicated, bounded, truncated).
     pub(super) fn finish(&self, mut resp: Response) -> Response {
         let warnings = std::mem::take(&mut *lock(&self.warnings));
-        for w in warnings {
-            if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", quote(&w))) {
-                resp.headers_mut().append("warning", v);
-            }
+        let mut recorder = super::warnings::Recorder::default();
+        for w in &warnings {
+            recorder.add(w);
         }
+        recorder.write(resp.headers_mut());
         resp
     }
 }
 
 /// The 422 a patch whose result does not decode gets: `"" is invalid: patch: Invalid value: "<object>": <why>`.
-fn patch_invalid(obj: &Value, why: &str) -> ApiError {
+pub(super) fn patch_invalid(obj: &Value, why: &str) -> ApiError {
     let rendered = quote(&obj.to_string());
     ApiError {
         code: 422,
@@ -235,7 +250,7 @@ fn decode_message(view: &ResourceType, obj: &Value, source: Source, e: &str) -> 
 /// Calls `$f::<T>($obj)` with `T` the k8s-openapi type of a built-in kind; `None` for a kind without one.
 macro_rules! with_typed {
     ($view:expr, $f:ident, $obj:expr) => {{
-        use k8s_openapi::api::{apps, coordination, core, events};
+        use k8s_openapi::api::{admissionregistration, apps, coordination, core, events};
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
         Some(match ($view.group, $view.resource) {
             ("", "pods") => $f::<core::v1::Pod>($obj),
@@ -248,6 +263,12 @@ macro_rules! with_typed {
             ("events.k8s.io", "events") => $f::<events::v1::Event>($obj),
             ("apps", "controllerrevisions") => $f::<apps::v1::ControllerRevision>($obj),
             ("coordination.k8s.io", "leases") => $f::<coordination::v1::Lease>($obj),
+            ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+                $f::<admissionregistration::v1::MutatingWebhookConfiguration>($obj)
+            }
+            ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+                $f::<admissionregistration::v1::ValidatingWebhookConfiguration>($obj)
+            }
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
                 $f::<apiext::CustomResourceDefinition>($obj)
             }

@@ -8,7 +8,7 @@ use super::errors::{ApiError, FieldErr, quote};
 use super::resources::ResourceType;
 
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+pub(super) const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// `TotalAnnotationSizeLimitB`: keys and values together.
@@ -81,7 +81,7 @@ fn configmap_size(obj: &Value) -> Option<FieldErr> {
 }
 
 /// `IsQualifiedName`'s messages for a label (or lowercased annotation) key.
-fn label_key(key: &str) -> Vec<String> {
+pub(super) fn label_key(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
     let name = match parts.as_slice() {
@@ -114,6 +114,11 @@ fn label_key(key: &str) -> Vec<String> {
         errs.push(format!("name part {LABEL_KEY_MSG}"));
     }
     errs
+}
+
+/// A non-empty label value's form (`IsValidLabelValue`'s regex).
+pub(super) fn label_value_ok(s: &str) -> bool {
+    key_name_ok(s)
 }
 
 /// Matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]` (also the non-empty label value form).

@@ -13,8 +13,10 @@ mod events;
 pub mod faults;
 mod fieldvalidation;
 mod handlers;
+mod labelparse;
 mod limits;
 mod metadata_validation;
+mod nesting;
 pub mod network;
 mod openapi;
 mod openapi_builtin;
@@ -29,7 +31,9 @@ mod secrets;
 mod selectors;
 mod structural;
 mod table;
+mod warnings;
 mod watch;
+mod webhookconfigs;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -429,6 +433,12 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
     let Some((rt, ns, name, sub)) = resolve(group, version, &rest) else {
         return ApiError::no_route().into_response();
     };
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let body = request::go_utf8(body, content_type);
     let request = ApiRequest {
         method: parts.method.clone(),
         rt,
@@ -460,7 +470,11 @@ async fn dispatch(State(server): State<ApiServer>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let (namespace, name) = (request.ns.clone(), request.name.clone());
-    let resp = server.handle(request);
+    let resp = match nesting::handling(&server, &request) {
+        nesting::Handling::Inline => server.handle(request),
+        nesting::Handling::Deep => crate::deep::run(|| server.handle(request)),
+        nesting::Handling::Refused(e) => e.into_response(),
+    };
     if resp.status().as_u16() >= 400 {
         server.counters().errors += 1;
     }

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use k8s_openapi::api::{apps, coordination, core, events};
+use k8s_openapi::api::{admissionregistration, apps, coordination, core, events};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
@@ -69,12 +69,27 @@ fn group_versions() -> &'static [(&'static str, &'static str, &'static [Kind])] 
         false,
         add::<apiext::CustomResourceDefinition>,
     )];
+    const ADMISSION: &[Kind] = &[
+        kind(
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+            add::<admissionregistration::v1::MutatingWebhookConfiguration>,
+        ),
+        kind(
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+            add::<admissionregistration::v1::ValidatingWebhookConfiguration>,
+        ),
+    ];
     &[
         ("", "v1", CORE),
         ("apps", "v1", APPS),
         ("coordination.k8s.io", "v1", COORD),
         ("events.k8s.io", "v1", EVENTS),
         ("apiextensions.k8s.io", "v1", APIEXT),
+        ("admissionregistration.k8s.io", "v1", ADMISSION),
     ]
 }
 

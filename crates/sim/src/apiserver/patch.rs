@@ -42,7 +42,8 @@ pub fn accepted(smp: bool) -> Vec<&'static str> {
 
 /// Parses a JSON (or, for apply, YAML) body into a JSON value.
 pub fn parse_body(body: &[u8], yaml_ok: bool) -> Result<Value, ApiError> {
-    match serde_json::from_slice::<Value>(body) {
+    // Nested at most `deep::MAX_DEPTH` (checked at dispatch), and parsed on a deep stack past `deep::SHALLOW`.
+    match crate::deep::from_slice::<Value>(body) {
         Ok(v) => Ok(v),
         Err(e) if yaml_ok => {
             let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("body is not UTF-8"))?;
@@ -60,11 +61,17 @@ pub fn parse_body(body: &[u8], yaml_ok: bool) -> Result<Value, ApiError> {
 
 /// Applies a patch of the given kind to `doc` in place.
 pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiError> {
+    // `validateAndTranscodePatch` (endpoints/handlers/patch.go): a JSON, merge or strategic merge patch that is
+    // not valid JSON (`json.Valid`) is refused before anything decodes it.
+    if kind != PatchKind::Apply && crate::deep::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+        return Err(ApiError::bad_request(super::nesting::INVALID_PATCH));
+    }
     match kind {
         PatchKind::Json => {
-            let patch: json_patch::Patch = serde_json::from_slice(body)
+            let patch: json_patch::Patch = crate::deep::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            super::limits::apply_json_patch(doc, &patch.0).map(|_| ())
+            super::limits::apply_json_patch(doc, &patch.0)?;
+            super::nesting::check_patched(doc)
         }
         PatchKind::Merge | PatchKind::Apply => {
             let patch = parse_body(body, kind == PatchKind::Apply)?;

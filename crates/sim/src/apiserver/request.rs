@@ -33,6 +33,26 @@ impl ApiRequest {
         self.q("dryRun").is_some_and(|v| v.split(',').any(|x| x == "All"))
     }
 
+    /// `timeoutSeconds` as the parameter codec decodes it into `*int64` (`Convert_Slice_string_To_Pointer_int64`):
+    /// absent or empty is `None`; anything `strconv.ParseInt` refuses is a 400 with its message.
+    pub fn timeout_seconds(&self) -> Result<Option<i64>, super::ApiError> {
+        let Some(raw) = self.q("timeoutSeconds").filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        raw.parse::<i64>().map(Some).map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            super::ApiError::bad_request(format!(
+                "strconv.ParseInt: parsing {}: {why}",
+                super::errors::quote(raw)
+            ))
+        })
+    }
+
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.q(key), Some("true" | "1" | "True"))
     }
@@ -143,5 +163,40 @@ pub(super) fn resolve(group: &str, version: &str, rest: &[&str]) -> Option<Resol
             Some((rt, None, tail.first().map(owned), tail.get(1).map(owned)))
         }
         [] => None,
+    }
+}
+
+/// A JSON body with invalid UTF-8 as Go's decoder reads it: each invalid byte becomes U+FFFD (encoding/json
+/// `unquote`, which kube-apiserver's decoders share), where serde_json would refuse the document. Other bodies
+/// (protobuf, CBOR, YAML) are returned as they are.
+pub(super) fn go_utf8(body: Bytes, content_type: &str) -> Bytes {
+    let ct = content_type.trim_start().to_ascii_lowercase();
+    let json =
+        ct.is_empty() || (ct.starts_with("application/") && ct.contains("json") && !ct.contains("yaml"));
+    if !json || std::str::from_utf8(&body).is_ok() {
+        return body;
+    }
+    let mut out = String::with_capacity(body.len() + 16);
+    for chunk in body.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for _ in chunk.invalid() {
+            out.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_becomes_a_replacement_per_byte() {
+        let body = Bytes::from_static(b"{\"a\":\"x\xff\xe2\x82y\"}");
+        let got = go_utf8(body.clone(), "application/json");
+        assert_eq!(&got[..], "{\"a\":\"x\u{fffd}\u{fffd}\u{fffd}y\"}".as_bytes());
+        assert_eq!(go_utf8(body.clone(), "application/vnd.kubernetes.protobuf"), body);
+        let valid = Bytes::from_static("{\"a\":\"é\"}".as_bytes());
+        assert_eq!(go_utf8(valid.clone(), "application/merge-patch+json"), valid);
     }
 }

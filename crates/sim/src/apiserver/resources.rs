@@ -194,6 +194,32 @@ const fn image_pull_job(version: &'static str) -> ResourceType {
     }
 }
 
+/// `admissionregistration.k8s.io/v1` webhook configurations (`webhookconfigs`): cluster-scoped, in the
+/// `api-extensions` category, generation kept (`PrepareForCreate`/`PrepareForUpdate` of their strategies),
+/// DELETE answered with a Status (the generic registry's default).
+const fn webhook_configuration(
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+) -> ResourceType {
+    ResourceType {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        resource,
+        singular,
+        kind,
+        namespaced: false,
+        short_names: &[],
+        categories: &["api-extensions"],
+        subresources: &[],
+        smp: true,
+        generation: true,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    }
+}
+
 pub static RESOURCES: &[ResourceType] = &[
     ResourceType {
         group: "",
@@ -381,6 +407,16 @@ pub static RESOURCES: &[ResourceType] = &[
     // the simulated nodes (`kubelet::pulljob`).
     image_pull_job("v1beta1"),
     image_pull_job("v1alpha1"),
+    webhook_configuration(
+        "mutatingwebhookconfigurations",
+        "mutatingwebhookconfiguration",
+        "MutatingWebhookConfiguration",
+    ),
+    webhook_configuration(
+        "validatingwebhookconfigurations",
+        "validatingwebhookconfiguration",
+        "ValidatingWebhookConfiguration",
+    ),
 ];
 
 /// Looks a resource up by group, version and plural name.

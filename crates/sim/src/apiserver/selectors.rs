@@ -22,102 +22,28 @@ enum LabelReq {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelSelector(Vec<LabelReq>);
 
-/// Splits on commas that are not inside parentheses.
-fn split_terms(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut cur = String::new();
-    for c in s.chars() {
-        match c {
-            '(' => {
-                depth += 1;
-                cur.push(c);
-            }
-            ')' => {
-                depth -= 1;
-                cur.push(c);
-            }
-            ',' if depth <= 0 => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out.into_iter()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-fn parse_set(key: &str, rest: &str, raw: &str) -> Result<Vec<String>, ApiError> {
-    let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "unable to parse requirement: found '{raw}', expected: '('"
-            ))
-        })?;
-    let _ = key;
-    Ok(inner
-        .split(',')
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .collect())
-}
-
 impl LabelSelector {
-    /// Parses `a=b,c!=d,e in (x,y),f notin (z),g,!h`.
+    /// Parses a selector as `labels.Parse` does (`labelparse`), refusing a malformed one with its message.
     pub fn parse(s: &str) -> Result<Self, ApiError> {
-        let mut reqs = Vec::new();
-        for term in split_terms(s) {
-            let bad = || {
-                ApiError::bad_request(format!(
-                    "unable to parse requirement: invalid label selector: {term:?}"
-                ))
-            };
-            let req = if let Some(key) = term.strip_prefix('!') {
-                LabelReq::NotExists(key.trim().to_string())
-            } else if let Some((k, v)) = term.split_once("!=") {
-                LabelReq::NotEq(k.trim().to_string(), v.trim().to_string())
-            } else if let Some((k, v)) = term.split_once("==") {
-                LabelReq::Eq(k.trim().to_string(), v.trim().to_string())
-            } else if let Some((k, v)) = term.split_once('=') {
-                LabelReq::Eq(k.trim().to_string(), v.trim().to_string())
-            } else if let Some((k, v)) = term.split_once(" notin ") {
-                LabelReq::NotIn(k.trim().to_string(), parse_set(k, v, &term)?)
-            } else if let Some((k, v)) = term.split_once(" in ") {
-                LabelReq::In(k.trim().to_string(), parse_set(k, v, &term)?)
-            } else if let Some((k, v)) = term.split_once('>') {
-                LabelReq::Gt(k.trim().to_string(), v.trim().parse().map_err(|_| bad())?)
-            } else if let Some((k, v)) = term.split_once('<') {
-                LabelReq::Lt(k.trim().to_string(), v.trim().parse().map_err(|_| bad())?)
-            } else {
-                LabelReq::Exists(term.clone())
-            };
-            let key = match &req {
-                LabelReq::Eq(k, _)
-                | LabelReq::NotEq(k, _)
-                | LabelReq::In(k, _)
-                | LabelReq::NotIn(k, _)
-                | LabelReq::Exists(k)
-                | LabelReq::NotExists(k)
-                | LabelReq::Gt(k, _)
-                | LabelReq::Lt(k, _) => k,
-            };
-            if !valid_key(key) {
-                return Err(bad());
-            }
-            reqs.push(req);
+        use super::labelparse::{self, Op};
+        let reqs = labelparse::parse(s).map_err(ApiError::bad_request)?;
+        let mut out = Vec::with_capacity(reqs.len());
+        for (key, op, mut values) in reqs {
+            let one = || values.first().cloned().unwrap_or_default();
+            // Gt/Lt values were checked to be integers by the parser.
+            let number = || one().parse::<i64>().unwrap_or_default();
+            out.push(match op {
+                Op::Equals => LabelReq::Eq(key, one()),
+                Op::NotEquals => LabelReq::NotEq(key, one()),
+                Op::Gt => LabelReq::Gt(key, number()),
+                Op::Lt => LabelReq::Lt(key, number()),
+                Op::Exists => LabelReq::Exists(key),
+                Op::DoesNotExist => LabelReq::NotExists(key),
+                Op::In => LabelReq::In(key, std::mem::take(&mut values)),
+                Op::NotIn => LabelReq::NotIn(key, std::mem::take(&mut values)),
+            });
         }
-        Ok(Self(reqs))
+        Ok(Self(out))
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
@@ -150,59 +76,81 @@ enum FieldReq {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<FieldReq>);
 
-/// Unescapes `\,` `\=` `\\` as `fields.EscapeValue` produces.
-fn unescape(v: &str) -> String {
+/// `fields.UnescapeValue`: `\\`, `\,` and `\=` unescaped; any other escape, a trailing backslash or an
+/// unescaped `,` or `=` is an error (its message).
+fn unescape(v: &str) -> Result<String, String> {
     let mut out = String::with_capacity(v.len());
     let mut chars = v.chars();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(n) = chars.next() {
-                out.push(n);
+        match c {
+            '\\' => match chars.next() {
+                Some(n @ ('\\' | ',' | '=')) => out.push(n),
+                Some(n) => {
+                    return Err(format!("invalid field selector: invalid escape sequence: \\{n}"));
+                }
+                None => return Err("invalid field selector: invalid escape sequence: \\".into()),
+            },
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    u32::from(c)
+                ));
             }
-        } else {
-            out.push(c);
+            c => out.push(c),
         }
     }
+    Ok(out)
+}
+
+/// `fields.splitTerms`: on commas not escaped by a backslash (which stays in the term).
+fn split_terms(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let (mut start, mut slash) = (0, false);
+    for (i, c) in s.char_indices() {
+        if slash {
+            slash = false;
+        } else if c == '\\' {
+            slash = true;
+        } else if c == ',' {
+            out.push(&s[start..i]);
+            start = i + 1;
+        }
+    }
+    out.push(&s[start..]);
     out
 }
 
-fn split_unescaped(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut esc = false;
-    for c in s.chars() {
-        if esc {
-            cur.push('\\');
-            cur.push(c);
-            esc = false;
-        } else if c == '\\' {
-            esc = true;
-        } else if c == ',' {
-            out.push(std::mem::take(&mut cur));
-        } else {
-            cur.push(c);
-        }
-    }
-    out.push(cur);
-    out.into_iter().filter(|t| !t.trim().is_empty()).collect()
+/// `fields.splitTerm`: split at the first `!=`, `==` or `=` (in that preference at each position).
+fn split_term(term: &str) -> Option<(&str, &str, &str)> {
+    (0..term.len())
+        .filter(|i| term.is_char_boundary(*i))
+        .find_map(|i| {
+            ["!=", "==", "="]
+                .into_iter()
+                .find(|op| term[i..].starts_with(op))
+                .map(|op| (&term[..i], op, &term[i + op.len()..]))
+        })
 }
 
 impl FieldSelector {
+    /// `fields.ParseSelector` (terms sorted, neither side trimmed), then the resource's field label check, as
+    /// the list handler decodes and converts its options.
     pub fn parse(s: &str, rt: &ResourceType) -> Result<Self, ApiError> {
-        let mut reqs = Vec::new();
-        for term in split_unescaped(s) {
-            let (field, value, neg) = if let Some((k, v)) = term.split_once("!=") {
-                (k, v, true)
-            } else if let Some((k, v)) = term.split_once("==") {
-                (k, v, false)
-            } else if let Some((k, v)) = term.split_once('=') {
-                (k, v, false)
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{s}'; can't understand '{term}'"
-                )));
-            };
-            let mut field = field.trim().to_string();
+        let mut terms = split_terms(s);
+        terms.sort_unstable();
+        let mut parsed = Vec::new();
+        for term in terms.into_iter().filter(|t| !t.is_empty()) {
+            let (field, op, value) = split_term(term).ok_or_else(|| {
+                ApiError::bad_request(format!("invalid selector: '{s}'; can't understand '{term}'"))
+            })?;
+            parsed.push((field, op == "!=", unescape(value).map_err(ApiError::bad_request)?));
+        }
+        let mut reqs = Vec::with_capacity(parsed.len());
+        for (field, neg, value) in parsed {
+            let mut field = field.to_string();
             if rt.is_pod() && field == "spec.host" {
                 field = "spec.nodeName".into();
             }
@@ -214,7 +162,6 @@ impl FieldSelector {
             if rt.is_new_events() {
                 field = super::events::core_field(&field);
             }
-            let value = unescape(value.trim());
             reqs.push(if neg {
                 FieldReq::NotEq(field, value)
             } else {
@@ -259,6 +206,36 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// The messages kube-apiserver v1.37.2 gave for these field selectors on pods.
+    #[test]
+    fn field_selectors_refused_as_kube() {
+        let pods = super::super::resources::find("", "v1", "pods").expect("pods");
+        for (sel, want) in [
+            (
+                "metadata.name=a=b",
+                "invalid field selector: unescaped character in value: 61",
+            ),
+            (
+                "metadata.name",
+                "invalid selector: 'metadata.name'; can't understand 'metadata.name'",
+            ),
+            ("spec.foo=x", "field label not supported: spec.foo"),
+            (
+                "metadata.name==a,,b",
+                "invalid selector: 'metadata.name==a,,b'; can't understand 'b'",
+            ),
+            (
+                "metadata.name=a\\x",
+                "invalid field selector: invalid escape sequence: \\x",
+            ),
+        ] {
+            let got = FieldSelector::parse(sel, pods).err().map(|e| e.message);
+            assert_eq!(got.as_deref(), Some(want), "{sel}");
+        }
+        let ok = FieldSelector::parse("metadata.name=a\\,b,status.phase!=Running", pods);
+        assert!(ok.is_ok_and(|f| f.0.len() == 2));
     }
 
     #[test]

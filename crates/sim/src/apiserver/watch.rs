@@ -43,7 +43,16 @@ struct TableState {
 }
 
 impl Renderer {
+    /// The line for `obj`: rendered on a deep stack when it nests deeply (its version may be converted).
     fn line(&mut self, ty: &str, obj: &Object) -> Bytes {
+        if obj.index.deep {
+            crate::deep::run(|| self.render(ty, obj))
+        } else {
+            self.render(ty, obj)
+        }
+    }
+
+    fn render(&mut self, ty: &str, obj: &Object) -> Bytes {
         match &mut self.table {
             None => {
                 let bytes = super::handlers::present(self.rt, obj);
@@ -168,10 +177,11 @@ pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> Api
             ))
         })?)
     };
-    let timeout = req
-        .q("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0);
+    let timeout_seconds = req.timeout_seconds()?;
+    // A negative timeout: the watch's context has expired before it starts; kube-apiserver answers 200 with one
+    // ERROR event (`context deadline exceeded`) and ends the stream (observed on v1.37.2).
+    let expired = timeout_seconds.is_some_and(|t| t < 0);
+    let timeout = timeout_seconds.filter(|t| *t > 0).map(|t| t.unsigned_abs());
     let table = req.wants_table().then(|| TableState {
         include: req.q("includeObject").unwrap_or("Metadata").to_string(),
         wide_headers_sent: false,
@@ -194,6 +204,18 @@ pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> Api
         .store()
         .watch(&rt.key(), req.ns.as_deref(), from, |idx| sel.matches(idx));
     let mut pending = VecDeque::new();
+    if expired {
+        let status = ApiError::new(500, "InternalError", "context deadline exceeded").status();
+        pending.push_back(value_line("ERROR", &status));
+        let st = WatchState {
+            pending,
+            rx: None,
+            deadline: None,
+            renderer,
+            _guard: guard,
+        };
+        return Ok(stream_response(st, content_type));
+    }
     let start = match started {
         Ok(s) => s,
         Err(too_old) => {

@@ -19,6 +19,9 @@ pub struct ObjIndex {
     pub labels: BTreeMap<String, String>,
     /// Selectable field values, as the resource's [`FieldIndexer`] extracted them.
     pub fields: Fields,
+    /// Whether the JSON nests deeper than a request worker's stack is trusted with (`deep::SHALLOW`): whatever
+    /// parses or renders it runs on a deep stack (`deep::run`).
+    pub deep: bool,
 }
 
 /// Selectable field values in one allocation: a million Events' eleven fields each would otherwise cost
@@ -139,8 +142,9 @@ impl Object {
         }
     }
 
-    /// Parses the stored JSON (always valid: the store serialized it).
+    /// Parses the stored JSON (always valid: the store serialized it, at most `deep::MAX_DEPTH` deep; a deep
+    /// one must be parsed on a deep stack, see [`ObjIndex::deep`]).
     pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null)
+        crate::deep::from_slice(&self.bytes()).unwrap_or(Value::Null)
     }
 }

@@ -240,7 +240,7 @@ mod tests {
 
     fn put_in(store: &Store, resource: &str, ns: &str, name: &str, image: &str) {
         let v = json!({"metadata": {"name": name, "namespace": ns}, "image": image});
-        let _ = store.write::<()>(resource, ns, name, |_, _| Ok(Write::Put(v)));
+        let _ = store.write::<crate::store::QuotaExceeded>(resource, ns, name, |_, _| Ok(Write::Put(v)));
     }
 
     /// Takes `n` paged lists of another resource, pushing older snapshots out.
@@ -254,7 +254,7 @@ mod tests {
     }
 
     fn delete(store: &Store, ns: &str, name: &str) {
-        let _ = store.write::<()>("pods", ns, name, |cur, _| {
+        let _ = store.write::<crate::store::QuotaExceeded>("pods", ns, name, |cur, _| {
             Ok(cur.map_or(Write::Keep, |c| Write::DeleteAs(c.value())))
         });
     }

@@ -10,18 +10,27 @@ use crate::apiserver::errors::{ApiError, ApiResult, FieldErr, quote};
 use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::resources::ResourceType;
 use crate::apiserver::{ApiRequest, ApiServer, events, json_response, pods, secrets};
-use crate::apiserver::{limits, metadata_validation};
+use crate::apiserver::{limits, metadata_validation, webhookconfigs};
 use crate::store::{Object, Write};
 
 pub(super) const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 pub(super) const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 pub(super) fn name_errors(name: &str, label: bool) -> Vec<FieldErr> {
+    name_errors_for("metadata.name", name, label)
+}
+
+/// `IsDNS1123Subdomain`'s errors for a name at `field` (a webhook's name).
+pub(in crate::apiserver) fn name_errors_at(field: &str, name: &str) -> Vec<FieldErr> {
+    name_errors_for(field, name, false)
+}
+
+fn name_errors_for(field: &str, name: &str, label: bool) -> Vec<FieldErr> {
     let max = if label { 63 } else { 253 };
     let mut errs = Vec::new();
     if name.len() > max {
         errs.push(FieldErr::invalid(
-            "metadata.name",
+            field,
             &quote(name),
             &format!("must be no more than {max} characters"),
         ));
@@ -35,12 +44,25 @@ pub(super) fn name_errors(name: &str, label: bool) -> Vec<FieldErr> {
             .all(|p| p.starts_with(alnum) && p.ends_with(alnum));
     if !(ok_chars && ends_ok && parts_ok) {
         errs.push(FieldErr::invalid(
-            "metadata.name",
+            field,
             &quote(name),
             if label { LABEL_MSG } else { SUBDOMAIN_MSG },
         ));
     }
     errs
+}
+
+/// `content.IsPathSegmentName` (apimachinery api/validate/content/path.go) as `metadata.name` errors.
+fn path_segment_errors(name: &str) -> Vec<FieldErr> {
+    let invalid = |why: String| vec![FieldErr::invalid("metadata.name", &quote(name), &why)];
+    if matches!(name, "." | "..") {
+        return invalid(format!("may not be '{name}'"));
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(*bad))
+        .flat_map(|bad| invalid(format!("may not contain '{bad}'")))
+        .collect()
 }
 
 impl ApiServer {
@@ -175,7 +197,15 @@ impl ApiServer {
                 meta.remove("generation");
             }
         }
-        let mut errs = name_errors(name, rt.resource == "namespaces");
+        // core/v1 Events keep their legacy validation (pkg/apis/core/validation/events.go,
+        // `ValidateEventCreate`): no DNS rule nor length limit on the name, only `BeforeCreate`'s path-segment
+        // check (registry/rest/create.go `validatePathSegment`); events.k8s.io/v1 writes are strict.
+        let legacy_event = view.group.is_empty() && view.resource == "events";
+        let mut errs = if legacy_event {
+            path_segment_errors(name)
+        } else {
+            name_errors(name, rt.resource == "namespaces")
+        };
         errs.extend(metadata_validation::validate(&obj));
         if !errs.is_empty() {
             return Err(ApiError::invalid(rt, name, &errs));
@@ -230,6 +260,14 @@ impl ApiServer {
                 }
             }
             ("apiextensions.k8s.io", _) => crd_status(&mut obj, &now),
+            ("admissionregistration.k8s.io", resource) => {
+                let mutating = resource == "mutatingwebhookconfigurations";
+                webhookconfigs::default(&mut obj, mutating);
+                let errs = webhookconfigs::validate(&obj, mutating);
+                if !errs.is_empty() {
+                    return Err(ApiError::invalid(rt, name, &errs));
+                }
+            }
             _ => {}
         }
         Ok(obj)

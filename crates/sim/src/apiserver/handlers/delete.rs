@@ -114,9 +114,12 @@ impl ApiServer {
         for rt in resources::RESOURCES.iter().filter(|r| r.namespaced) {
             let (items, _) = self.store().list(&rt.key(), Some(ns), |_| true);
             for o in items {
-                let _ = self
-                    .store()
-                    .write::<()>(&rt.key(), ns, &o.index.name, |_, _| Ok(Write::Delete));
+                let _ = self.store().write::<crate::store::QuotaExceeded>(
+                    &rt.key(),
+                    ns,
+                    &o.index.name,
+                    |_, _| Ok(Write::Delete),
+                );
             }
         }
     }

@@ -44,6 +44,8 @@ impl ApiServer {
 
     pub(super) fn list_or_watch(&self, req: &ApiRequest) -> ApiResult<Response> {
         let sel = self.selectors(req)?;
+        // ListOptions are decoded whole, selectors first (a bad `timeoutSeconds` fails a list too).
+        req.timeout_seconds()?;
         if req.flag("watch") || req.watch_path {
             return watch::serve(self, req, sel);
         }

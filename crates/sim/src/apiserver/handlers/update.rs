@@ -14,7 +14,7 @@ use crate::apiserver::fieldvalidation::{FieldCheck, Source};
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::resources::{self, ResourceType};
 use crate::apiserver::{ApiRequest, ApiServer, events, pods, secrets, structural};
-use crate::apiserver::{limits, metadata_validation};
+use crate::apiserver::{limits, metadata_validation, webhookconfigs};
 use crate::store::Write;
 
 impl ApiServer {
@@ -160,9 +160,13 @@ impl ApiServer {
         let Target { rt, view, ns, name } = target;
         {
             let meta = meta_mut(&mut new)?;
+            // `checkName` (endpoints/handlers/rest.go), for PUT and PATCH alike: a body or patch result without a
+            // name (`{"metadata":null}`, a strategic `$patch: replace` at the root, ...) is refused.
             match meta.get("name").and_then(Value::as_str) {
                 None | Some("") => {
-                    meta.insert("name".into(), json!(name));
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({name} based on URL) was undeterminable: name must be provided"
+                    )));
                 }
                 Some(n) if n != name => {
                     return Err(ApiError::bad_request(format!(
@@ -198,6 +202,7 @@ impl ApiServer {
                 }
                 Some(_) => {}
             }
+            immutable_deletion(rt, name, meta, old_meta)?;
             for k in [
                 "creationTimestamp",
                 "deletionTimestamp",
@@ -286,6 +291,14 @@ impl ApiServer {
                 structural::apply(&mut new);
             }
         }
+        if rt.group == "admissionregistration.k8s.io" {
+            let mutating = rt.resource == "mutatingwebhookconfigurations";
+            webhookconfigs::default(&mut new, mutating);
+            let errs = webhookconfigs::validate(&new, mutating);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(rt, name, &errs));
+            }
+        }
         if rt.is_secret() {
             let errs = secrets::validate_update(&new, old);
             if !errs.is_empty() {
@@ -372,5 +385,45 @@ fn created_or_ok(create: bool) -> StatusCode {
         StatusCode::CREATED
     } else {
         StatusCode::OK
+    }
+}
+
+/// `BeforeUpdate` keeps an existing deletion timestamp and grace period whatever the update says, and
+/// `ValidateObjectMetaAccessorUpdate` refuses one the update adds or changes (422 `field is immutable`).
+fn immutable_deletion(
+    rt: &ResourceType,
+    name: &str,
+    meta: &serde_json::Map<String, Value>,
+    old_meta: Option<&Value>,
+) -> ApiResult<()> {
+    let old = |k: &str| old_meta.and_then(|m| m.get(k)).filter(|v| !v.is_null());
+    let new = |k: &str| meta.get(k).filter(|v| !v.is_null());
+    let mut errs = Vec::new();
+    if let (None, Some(ts)) = (old("deletionTimestamp"), new("deletionTimestamp")) {
+        // A metav1.Time renders as RFC 3339 in seconds, whatever precision the client sent.
+        let shown = ts
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map_or_else(|| ts.to_string(), crate::apiserver::format_time);
+        errs.push(FieldErr::invalid(
+            "metadata.deletionTimestamp",
+            &quote(&shown),
+            "field is immutable",
+        ));
+    }
+    let old_grace = old("deletionGracePeriodSeconds");
+    if let Some(g) = new("deletionGracePeriodSeconds")
+        && old_grace != Some(g)
+    {
+        errs.push(FieldErr::invalid(
+            "metadata.deletionGracePeriodSeconds",
+            &g.to_string(),
+            "field is immutable",
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(rt, name, &errs))
     }
 }

@@ -207,6 +207,16 @@ fn columns(rt: &ResourceType) -> Vec<Col> {
         ("apiextensions.k8s.io", _) => {
             cols.push(col("Created At", "date", "", 0, AGE_DESC));
         }
+        ("admissionregistration.k8s.io", _) => {
+            cols.push(col(
+                "Webhooks",
+                "integer",
+                "",
+                0,
+                "Webhooks indicates the number of webhooks registered in this configuration",
+            ));
+            cols.push(col("Age", "string", "", 0, AGE_DESC));
+        }
         _ => cols.push(col("Age", "string", "", 0, AGE_DESC)),
     }
     cols
@@ -421,6 +431,10 @@ fn cells(rt: &ResourceType, obj: &Value, now: Timestamp) -> Vec<Value> {
             json!(age(created, now)),
         ],
         ("apiextensions.k8s.io", _) => vec![name, created.cloned().unwrap_or(Value::Null)],
+        ("admissionregistration.k8s.io", _) => {
+            let hooks = obj.get("webhooks").and_then(Value::as_array).map_or(0, Vec::len);
+            vec![name, json!(hooks), json!(age(created, now))]
+        }
         _ => vec![name, json!(age(created, now))],
     }
 }
