@@ -102,31 +102,6 @@ fn visit(v: &mut Value, schema: &Value) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn prunes_and_defaults() {
-        let mut cs = json!({
-            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "x"},
-            "bogus": 1,
-            "spec": {"replicas": 1, "unknown": true, "selector": {"matchLabels": {"a": "b"}},
-                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"anything": "kept"}}},
-            "status": {"replicas": 2, "labelSelector": null, "extra": 1}
-        });
-        apply(&mut cs);
-        assert!(cs.get("bogus").is_none());
-        assert!(cs["spec"].get("unknown").is_none());
-        assert_eq!(cs["spec"]["template"]["spec"]["anything"], "kept");
-        assert_eq!(cs["status"]["replicas"], 2);
-        assert_eq!(cs["status"]["readyReplicas"], 0);
-        assert!(cs["status"].get("extra").is_none());
-        assert!(cs["status"].get("labelSelector").is_none());
-    }
-}
-
 /// The fields the schema requires that `obj` (in its own version) lacks, as kube-apiserver's schema validation
 /// reports them (`spec.selector: Required value`), walking only objects that are present.
 pub fn missing_required(obj: &Value) -> Vec<String> {
@@ -167,5 +142,30 @@ fn required_in(v: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
             };
             required_in(child, sub, &p, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prunes_and_defaults() {
+        let mut cs = json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "x"},
+            "bogus": 1,
+            "spec": {"replicas": 1, "unknown": true, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"anything": "kept"}}},
+            "status": {"replicas": 2, "labelSelector": null, "extra": 1}
+        });
+        apply(&mut cs);
+        assert!(cs.get("bogus").is_none());
+        assert!(cs["spec"].get("unknown").is_none());
+        assert_eq!(cs["spec"]["template"]["spec"]["anything"], "kept");
+        assert_eq!(cs["status"]["replicas"], 2);
+        assert_eq!(cs["status"]["readyReplicas"], 0);
+        assert!(cs["status"].get("extra").is_none());
+        assert!(cs["status"].get("labelSelector").is_none());
     }
 }

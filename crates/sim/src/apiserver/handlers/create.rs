@@ -141,6 +141,7 @@ impl ApiServer {
                     view,
                     ns,
                     name: &candidate,
+                    fv: None,
                 };
                 let obj = self.prepare_create(target, body.clone())?;
                 limits::check_object(&obj, bound)?;
@@ -160,7 +161,9 @@ impl ApiServer {
     }
 
     pub(super) fn prepare_create(&self, target: Target<'_>, mut obj: Value) -> ApiResult<Value> {
-        let Target { rt, view, ns, name } = target;
+        let Target {
+            rt, view, ns, name, ..
+        } = target;
         let now = self.now_string();
         let uid = self.new_uid();
         {

@@ -34,6 +34,8 @@ struct Target<'a> {
     view: &'static ResourceType,
     ns: &'a str,
     name: &'a str,
+    /// The write's field check, which also collects admission's warnings (`None`: a write with no client).
+    fv: Option<&'a FieldCheck>,
 }
 
 /// The node a resized pod runs on.

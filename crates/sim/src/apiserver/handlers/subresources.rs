@@ -61,7 +61,19 @@ impl ApiServer {
             let replicas = scale_replicas(name, &scale)?;
             let mut new = old.clone();
             set_replicas(&mut new, replicas);
-            self.finish_update(Target { rt, view, ns, name }, Mode::Main, new, &old, None, None)
+            self.finish_update(
+                Target {
+                    rt,
+                    view,
+                    ns,
+                    name,
+                    fv: None,
+                },
+                Mode::Main,
+                new,
+                &old,
+                None,
+            )
         })?;
         let obj = written.object().map(Object::value).unwrap_or(Value::Null);
         Ok(value_response(StatusCode::OK, &scale_of(&obj)))

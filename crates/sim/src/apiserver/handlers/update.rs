@@ -47,6 +47,7 @@ impl ApiServer {
                                 view: req.rt,
                                 ns,
                                 name,
+                                fv: Some(fv),
                             },
                             body,
                         )
@@ -59,6 +60,7 @@ impl ApiServer {
                 view: req.rt,
                 ns,
                 name,
+                fv: Some(fv),
             };
             let old = cur.value();
             self.checked_update(
@@ -68,7 +70,6 @@ impl ApiServer {
                 &old,
                 node.as_ref(),
                 cur.len() + req.body.len(),
-                Some(fv),
             )
         })?;
         written_response(req.rt, created_or_ok(create), &written)
@@ -102,7 +103,16 @@ impl ApiServer {
                     let body = stored_form(view, raw);
                     create = true;
                     return self
-                        .prepare_create(Target { rt, view, ns, name }, body)
+                        .prepare_create(
+                            Target {
+                                rt,
+                                view,
+                                ns,
+                                name,
+                                fv: Some(fv),
+                            },
+                            body,
+                        )
                         .map(Write::Put);
                 }
                 return Err(ApiError::not_found(rt, name));
@@ -119,9 +129,15 @@ impl ApiServer {
             } else {
                 0
             };
-            let target = Target { rt, view, ns, name };
+            let target = Target {
+                rt,
+                view,
+                ns,
+                name,
+                fv: Some(fv),
+            };
             let bound = cur.len() + req.body.len() + copies;
-            self.checked_update(target, mode, new, &old, node.as_ref(), bound, Some(fv))
+            self.checked_update(target, mode, new, &old, node.as_ref(), bound)
         })?;
         written_response(view, created_or_ok(create), &written)
     }
@@ -136,10 +152,9 @@ impl ApiServer {
         old: &Value,
         node: Option<&ResizeNode>,
         size_bound: usize,
-        warnings: Option<&FieldCheck>,
     ) -> ApiResult<Write> {
         check_rv(target.rt, target.name, &new, old)?;
-        let w = self.finish_update(target, mode, new, old, node, warnings)?;
+        let w = self.finish_update(target, mode, new, old, node)?;
         if let Write::Put(v) = &w {
             limits::check_object(v, size_bound)?;
         }
@@ -155,9 +170,14 @@ impl ApiServer {
         mut new: Value,
         old: &Value,
         resize_node: Option<&ResizeNode>,
-        warnings: Option<&FieldCheck>,
     ) -> ApiResult<Write> {
-        let Target { rt, view, ns, name } = target;
+        let Target {
+            rt,
+            view,
+            ns,
+            name,
+            fv: warnings,
+        } = target;
         {
             let meta = meta_mut(&mut new)?;
             // `checkName` (endpoints/handlers/rest.go), for PUT and PATCH alike: a body or patch result without a
