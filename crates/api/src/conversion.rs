@@ -315,7 +315,8 @@ fn copy_keys(from: &Map<String, Value>, to: &mut Map<String, Value>, keys: &[&st
     }
 }
 
-const ROLLING_FIELDS: [&str; 6] = [
+/// The rolling-update fields v1alpha1 keeps in `updateStrategy` and v1beta1 under `updateStrategy.rollingUpdate`.
+pub const ROLLING_FIELDS: [&str; 6] = [
     "partition",
     "maxUnavailable",
     "maxSurge",

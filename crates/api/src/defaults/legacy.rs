@@ -22,14 +22,7 @@ use crate::validation::{FieldError, invalid};
 
 /// The fields whose v1alpha1 spelling (`spec.updateStrategy.X`) is moved to `spec.updateStrategy.rollingUpdate.X`
 /// as they are.
-pub const MOVED_FIELDS: [&str; 6] = [
-    "partition",
-    "maxUnavailable",
-    "maxSurge",
-    "paused",
-    "priorityStrategy",
-    "scatterStrategy",
-];
+pub const MOVED_FIELDS: [&str; 6] = crate::conversion::ROLLING_FIELDS;
 
 /// v1alpha1's `updateStrategy.type` values that are a v1beta1 `rollingUpdate.podUpdatePolicy`.
 pub const POD_UPDATE_POLICIES: [&str; 3] = ["ReCreate", "InPlaceIfPossible", "InPlaceOnly"];
@@ -128,7 +121,7 @@ pub fn lift(obj: &Value, old: Option<&Value>) -> Result<Option<Value>, Vec<Field
     match us.remove("inPlaceUpdateStrategy") {
         None | Some(Value::Null) => {}
         Some(Value::Object(fields)) => {
-            let target = entry_object(&mut ru, "inPlaceUpdateStrategy");
+            let target = super::entry_obj(&mut ru, "inPlaceUpdateStrategy");
             let inner = baseline.child("inPlaceUpdateStrategy");
             for (key, v) in fields.into_iter().filter(|(_, v)| !v.is_null()) {
                 place(target, inner, &key, v, "inPlaceUpdateStrategy.", &mut errs);
@@ -196,17 +189,6 @@ fn place_type(ru: &mut Map<String, Value>, baseline: Baseline<'_>, policy: &str,
 
 fn render(v: Option<&Value>) -> String {
     v.map_or_else(|| "null".into(), Value::to_string)
-}
-
-fn entry_object<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    match v {
-        Value::Object(o) => o,
-        _ => unreachable!("just made an object"),
-    }
 }
 
 #[cfg(test)]
