@@ -6,6 +6,7 @@
 
 pub mod acknowledged;
 pub mod barrier;
+pub mod client;
 pub mod clock;
 pub mod context;
 pub mod correlator;

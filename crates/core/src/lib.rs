@@ -16,6 +16,7 @@ pub mod packed;
 pub mod plan;
 pub mod planner;
 pub mod pods;
+pub mod podtable;
 pub mod podwhy;
 pub mod predownload;
 pub mod readiness;

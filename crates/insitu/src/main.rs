@@ -1,10 +1,10 @@
-//! `insitu`: the in-place-update CloneSet controller, its embedded simulated cluster, and tools around them.
+//! `insitu`: the in-place-update CloneSet controller, the tools around it, and (the `lab` feature) its embedded
+//! simulated cluster.
 #![forbid(unsafe_code)]
 
-use insitu::{
-    adopt, bench, demo, explain_cmd, logging, nodes_cmd, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd,
-    torture, up_cmd,
-};
+use insitu::{adopt, explain_cmd, logging, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd};
+#[cfg(feature = "lab")]
+use insitu_lab::{bench, demo, nodes_cmd, torture, up_cmd};
 
 use std::process::ExitCode;
 
@@ -18,9 +18,29 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Subcommand};
 
-/// In-place update CloneSet controller (OpenKruise drop-in), with an embedded simulated cluster.
+/// `insitu --version`: the package version, the commit it was built from (build.rs) and whether the lab is in.
+#[cfg(feature = "lab")]
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("INSITU_GIT_COMMIT"),
+    ", with the lab)"
+);
+#[cfg(not(feature = "lab"))]
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("INSITU_GIT_COMMIT"),
+    ")"
+);
+
+/// The subcommands the `lab` feature adds (the simulated cluster's), for a clear answer from a build without it.
+#[cfg(not(feature = "lab"))]
+const LAB_COMMANDS: [&str; 5] = ["demo", "up", "nodes", "bench", "torture"];
+
+/// In-place update CloneSet controller (OpenKruise drop-in) and its command-line tools.
 #[derive(clap::Parser)]
-#[command(name = "insitu", version, about)]
+#[command(name = "insitu", version = VERSION, about)]
 struct Cli {
     /// Log lines on stderr: `text` (coloured only on a terminal) or `json` (one object per line).
     #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
@@ -40,8 +60,10 @@ struct CrdArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Run the seed tutorial end to end on an embedded simulated cluster (no cluster needed).
+    #[cfg(feature = "lab")]
     Demo(demo::DemoArgs),
     /// Start the simulated cluster + controller on 127.0.0.1 and write a kubeconfig for kubectl.
+    #[cfg(feature = "lab")]
     Up(up_cmd::UpArgs),
     /// Run the controller against a real cluster (kubeconfig or in-cluster config).
     Run(run_cmd::RunArgs),
@@ -53,11 +75,14 @@ enum Command {
     /// Print the CloneSet CustomResourceDefinition (v1alpha1 + v1beta1, conversion webhook) as YAML.
     Crd(CrdArgs),
     /// Run simulated nodes (kubelet, scheduler, optional GC) against any apiserver, like kwok.
+    #[cfg(feature = "lab")]
     Nodes(nodes_cmd::NodesArgs),
     /// Benchmark an in-place rollout of a large CloneSet on the embedded cluster (virtual time) and print figures;
     /// `bench seed-compare`: the seed's in-place vs recreate table.
+    #[cfg(feature = "lab")]
     Bench(bench::BenchCmd),
     /// Seeded fault injection on the embedded cluster (virtual time) with an invariant checker.
+    #[cfg(feature = "lab")]
     Torture(torture::TortureArgs),
     /// Show a CloneSet's rollout: progress, current batch, and each pod's lifecycle state and stage (`-w` watches).
     Status(status_cmd::StatusArgs),
@@ -85,18 +110,50 @@ fn command_name() -> &'static str {
     }
 }
 
+/// A lab subcommand asked of a build without the lab (the container image's): say so instead of clap's
+/// "unrecognized subcommand".
+#[cfg(not(feature = "lab"))]
+fn without_lab(e: &clap::Error) -> Option<ExitCode> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(cmd)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    LAB_COMMANDS.contains(&cmd.as_str()).then(|| {
+        eprintln!(
+            "error: `{cmd}` runs on the embedded simulated cluster, which this build of insitu leaves out (built \
+             without the `lab` feature, as the container image is); a build with the default features has it: \
+             cargo install --path crates/insitu"
+        );
+        ExitCode::from(2)
+    })
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().bin_name(command_name()).get_matches();
+    let matches = match Cli::command().bin_name(command_name()).try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            #[cfg(not(feature = "lab"))]
+            if let Some(code) = without_lab(&e) {
+                return code;
+            }
+            e.exit()
+        }
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
     let init_tracing = |default: &str| logging::init(default, cli.log_format);
     let result = match cli.command {
+        #[cfg(feature = "lab")]
         Command::Demo(args) => {
             init_tracing("warn");
             demo::main(args)
         }
+        #[cfg(feature = "lab")]
         Command::Up(args) => {
             init_tracing("info");
             up_cmd::main(args)
@@ -105,14 +162,17 @@ fn main() -> ExitCode {
             init_tracing("info");
             run_cmd::main(args)
         }
+        #[cfg(feature = "lab")]
         Command::Nodes(args) => {
             init_tracing("info");
             nodes_cmd::main(args)
         }
+        #[cfg(feature = "lab")]
         Command::Bench(args) => {
             init_tracing("warn");
             bench::main(args)
         }
+        #[cfg(feature = "lab")]
         Command::Torture(args) => {
             init_tracing("error");
             torture::main(args)
@@ -158,5 +218,6 @@ fn main() -> ExitCode {
     }
 }
 
-#[cfg(test)]
+// docs/cli.md documents the whole command, lab included: checked in the default build.
+#[cfg(all(test, feature = "lab"))]
 mod cli_doc;

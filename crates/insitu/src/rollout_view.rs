@@ -8,12 +8,10 @@
 use std::fmt::Write as _;
 
 use insitu_api::{CloneSet, CloneSetCondition, keys};
-use insitu_core::{budget, revision};
+use insitu_core::{budget, podtable, revision};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-
-use crate::monitor;
 
 /// Kruise's reason on `Progressing=False` once progressDeadlineSeconds passed without progress.
 pub const DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
@@ -177,11 +175,11 @@ pub fn batch(cs: &CloneSet, pods: &[&Pod]) -> (Vec<(String, &'static str)>, usiz
     let mut in_flight = Vec::new();
     let mut waiting = 0;
     for p in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
-        let stage = monitor::stage(p);
+        let stage = podtable::stage(p);
         let updated = at_update_revision(cs, p);
         if stage != "None" {
             in_flight.push((p.name_any(), stage));
-        } else if updated && monitor::ready(p) != "True" {
+        } else if updated && podtable::ready(p) != "True" {
             in_flight.push((p.name_any(), "starting"));
         } else if !updated {
             waiting += 1;
@@ -275,7 +273,7 @@ pub fn frame(cs: &CloneSet, pods: &[&Pod], verdict: &Verdict) -> String {
             format!(": {}", names.join(", "))
         }
     );
-    out.push_str(&monitor::table(pods));
+    out.push_str(&podtable::table(pods));
     for line in problems(pods) {
         let _ = writeln!(out, "! {line}");
     }

@@ -211,27 +211,6 @@ fn default_identity() -> String {
     format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
-/// A client from `kubeconfig` (or the usual inference), identifying itself as `insitu/<version> (<component>)`
-/// (the User-Agent shows up in audit logs and apiserver metrics).
-pub async fn client_from(
-    kubeconfig: Option<&std::path::Path>,
-    component: &str,
-) -> anyhow::Result<kube::Client> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    let agent = format!("insitu/{} ({component})", env!("CARGO_PKG_VERSION"));
-    config
-        .headers
-        .push((axum::http::header::USER_AGENT, agent.parse()?));
-    crate::client::build(config)
-}
-
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Before the runtime's threads exist: their arenas are made with it.
     crate::allocator::set_dirty_decay(crate::allocator::CONTROLLER_DIRTY_DECAY_MS);
@@ -245,7 +224,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let webhook = webhook_config(&args)?;
     rt.block_on(async move {
-        let client = client_from(args.kubeconfig.as_deref(), "controller").await?;
+        let client = insitu_controller::client::from_kubeconfig(args.kubeconfig.as_deref(), "controller").await?;
         // Every replica (standbys too) serves the conversion webhook: the apiserver may call any of them.
         let webhook_ready = match webhook {
             Some(cfg) => Some(insitu_controller::webhook::start(client.clone(), cfg).await?.ready),

@@ -27,7 +27,7 @@ pub struct Harness {
 }
 
 pub fn seed_cloneset() -> CloneSet {
-    serde_saphyr::from_str(insitu::demo::SEED_YAML).expect("seed yaml")
+    serde_saphyr::from_str(insitu_lab::demo::SEED_YAML).expect("seed yaml")
 }
 
 /// A CloneSet like the seed's (its 10 s grace period included) but named `name`, with `replicas`.
@@ -123,7 +123,7 @@ impl Harness {
         tokio::spawn(insitu_controller::run(
             self.client.clone(),
             config,
-            Arc::new(insitu::simtime::SharedClock(self.cluster.clock.clone())),
+            Arc::new(insitu_lab::simtime::SharedClock(self.cluster.clock.clone())),
             self.metrics.clone(),
             async move {
                 let _ = rx.await;
@@ -225,7 +225,7 @@ impl Harness {
             pods.len() == n
                 && pods
                     .iter()
-                    .all(|p| is_ready(p) && image.is_none_or(|i| insitu::monitor::image(p) == i))
+                    .all(|p| is_ready(p) && image.is_none_or(|i| insitu_core::podtable::image(p) == i))
         })
         .await;
     }
@@ -260,7 +260,7 @@ impl Harness {
 }
 
 pub fn is_ready(p: &Pod) -> bool {
-    insitu::monitor::ready(p) == "True"
+    insitu_core::podtable::ready(p) == "True"
 }
 
 pub fn uid(p: &Pod) -> String {
@@ -269,5 +269,5 @@ pub fn uid(p: &Pod) -> String {
 
 /// Runs a scenario on a fresh current-thread runtime with paused (virtual) time.
 pub fn run<F: Future<Output = ()>>(f: F) {
-    insitu::simtime::runtime().expect("runtime").block_on(f);
+    insitu_lab::simtime::runtime().expect("runtime").block_on(f);
 }

@@ -155,7 +155,7 @@ fn main() -> ExitCode {
             Ok::<_, anyhow::Error>(run_all(Arc::new(env), &filters).await)
         })
     } else if std::env::var("INSITU_E2E_SIM").is_ok_and(|v| v == "1") {
-        let rt = match insitu::simtime::runtime() {
+        let rt = match insitu_lab::simtime::runtime() {
             Ok(rt) => rt,
             Err(e) => return fail_setup(e.into()),
         };
@@ -235,7 +235,7 @@ async fn sim_env(crash_image: String) -> anyhow::Result<(Env, insitu_sim::cluste
     tokio::spawn(insitu_controller::run(
         client.clone(),
         insitu_controller::Config::default(),
-        Arc::new(insitu::simtime::SharedClock(clock)),
+        Arc::new(insitu_lab::simtime::SharedClock(clock)),
         Arc::new(insitu_controller::Metrics::new()),
         std::future::pending::<()>(),
     ));

@@ -24,7 +24,8 @@ const SETTLE: Duration = Duration::from_secs(8);
 /// The seed tutorial: examples/cloneset-demo.yaml unchanged, image-only change by JSON patch → every pod keeps
 /// name/UID/IP, restarts once, goes through grace → InPlaceUpdateReady=False → Ready, one pod at a time.
 pub async fn seed(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let cs: CloneSet = serde_saphyr::from_str(insitu::demo::SEED_YAML).context("parsing the seed YAML")?;
+    let cs: CloneSet =
+        serde_saphyr::from_str(insitu_lab::demo::SEED_YAML).context("parsing the seed YAML")?;
     let name = cs.name_any();
     create_cloneset(env, ns, serde_json::to_value(&cs)?).await?;
     let (_, before) = wait_rolled_out(env, ns, &name, 3, IMAGE_V1, Duration::from_secs(90)).await?;

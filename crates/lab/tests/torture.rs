@@ -1,7 +1,7 @@
 //! CI's share of `insitu torture`: a fixed range of seeds (every fault kind the scenarios draw), 0 violations,
 //! and proof that faults were injected (a run without them would check nothing).
 
-use insitu::torture::runner::run_seeds;
+use insitu_lab::torture::runner::run_seeds;
 
 /// Seeds 1..=300 with up to 8 replicas, as `insitu torture --seeds 300 --jobs 2`.
 const SEEDS: u64 = 300;

@@ -11,6 +11,7 @@ use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
+use insitu_core::podtable;
 use insitu_sim::Clock as _;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use k8s_openapi::api::core::v1::Pod;
@@ -20,7 +21,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use serde::Serialize;
 
-use crate::monitor;
 use crate::simtime;
 
 /// The seed's CloneSet, applied unchanged.
@@ -108,9 +108,9 @@ fn record(p: &Pod) -> PodRecord {
     PodRecord {
         name: p.name_any(),
         uid: p.uid().unwrap_or_default(),
-        ip: monitor::ip(p),
-        image: monitor::image(p),
-        restarts: monitor::restarts(p),
+        ip: podtable::ip(p),
+        image: podtable::image(p),
+        restarts: podtable::restarts(p),
     }
 }
 
@@ -188,7 +188,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
     let mut show = |store: &kube::runtime::reflector::Store<Pod>, clock: &insitu_sim::SimClock, out: &Out| {
         let state = store.state();
         let pods: Vec<&Pod> = state.iter().map(|p| p.as_ref()).collect();
-        let t = monitor::table(&pods);
+        let t = podtable::table(&pods);
         if t != last_table {
             out.line(format!("--- t=+{:.1}s", elapsed(clock)));
             out.line(&t);
@@ -206,7 +206,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
             );
         }
         let all: Vec<_> = store.state();
-        if all.len() == 3 && all.iter().all(|p| monitor::ready(p) == "True") {
+        if all.len() == 3 && all.iter().all(|p| podtable::ready(p) == "True") {
             break;
         }
         next_event(&mut events).await?;
@@ -245,11 +245,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<DemoReport> {
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
-        let ready = live.iter().filter(|p| monitor::ready(p) == "True").count();
+        let ready = live.iter().filter(|p| podtable::ready(p) == "True").count();
         max_unavailable = max_unavailable.max(3usize.saturating_sub(ready));
         let done = live.len() == 3
             && live.iter().all(|p| {
-                monitor::ready(p) == "True" && monitor::image(p) == NEW_IMAGE && monitor::stage(p) == "None"
+                podtable::ready(p) == "True"
+                    && podtable::image(p) == NEW_IMAGE
+                    && podtable::stage(p) == "None"
             });
         if done {
             let status = css.get_status("nginx-demo").await?.status.unwrap_or_default();

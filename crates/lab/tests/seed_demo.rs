@@ -1,10 +1,10 @@
 //! The seed scenario end to end on the simulated cluster, on virtual time: in place, one pod at a time.
 
-use insitu::demo::{self, DemoArgs};
+use insitu_lab::demo::{self, DemoArgs};
 
 #[test]
 fn seed_image_change_goes_in_place_one_pod_at_a_time() {
-    let rt = insitu::simtime::runtime().expect("runtime");
+    let rt = insitu_lab::simtime::runtime().expect("runtime");
     let args = DemoArgs {
         json: true,
         speed: 0.0,

@@ -15,6 +15,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -55,6 +57,25 @@ pub fn build(config: kube::Config) -> anyhow::Result<kube::Client> {
         .map_err(BoxError::from)
         .service(hyper_client);
     Ok(kube::Client::new(service, config.default_namespace))
+}
+
+/// A client from `kubeconfig` (or the usual inference), identifying itself as `insitu/<version> (<component>)`
+/// (the User-Agent shows up in audit logs and apiserver metrics).
+pub async fn from_kubeconfig(
+    kubeconfig: Option<&std::path::Path>,
+    component: &str,
+) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let agent = format!("insitu/{} ({component})", env!("CARGO_PKG_VERSION"));
+    config.headers.push((http::header::USER_AGENT, agent.parse()?));
+    build(config)
 }
 
 #[cfg(test)]

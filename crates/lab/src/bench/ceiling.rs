@@ -118,7 +118,7 @@ async fn one_pod(api: &Api<Pod>, pod: Pod, round: &str, counts: &Counts) -> Resu
 pub fn main(args: CeilingArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let client = crate::run_cmd::client_from(args.kubeconfig.as_deref(), "ceiling").await?;
+        let client = insitu_controller::client::from_kubeconfig(args.kubeconfig.as_deref(), "ceiling").await?;
         let api: Api<Pod> = Api::namespaced(client, &args.namespace);
         let pods = api
             .list(&ListParams::default().labels(&args.selector))

@@ -19,7 +19,7 @@ use insitu_sim::scheduler::{self, SchedulerConfig};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::image_flags::{ImageFlags, secs};
-use crate::run_cmd::client_from;
+use insitu_controller::client::from_kubeconfig;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct NodesArgs {
@@ -106,7 +106,7 @@ impl NodesArgs {
 pub fn main(args: NodesArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        let client = client_from(args.kubeconfig.as_deref(), "nodes").await?;
+        let client = from_kubeconfig(args.kubeconfig.as_deref(), "nodes").await?;
         // Real time: a SimClock at speed 1 on an unpaused runtime.
         let clock: Arc<dyn Clock> = insitu_sim::SimClock::new(Timestamp::now(), 1.0);
         let config = args.config()?;

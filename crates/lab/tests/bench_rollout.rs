@@ -2,8 +2,8 @@
 //! on the second core: the same rollout on the same virtual clock either way, every pod verified.
 
 use clap::Parser;
-use insitu::bench::BenchArgs;
-use insitu::bench::rollout::run;
+use insitu_lab::bench::BenchArgs;
+use insitu_lab::bench::rollout::run;
 
 #[derive(Parser)]
 struct Cli {
@@ -11,7 +11,7 @@ struct Cli {
     args: BenchArgs,
 }
 
-fn bench(extra: &[&str]) -> insitu::bench::report::BenchReport {
+fn bench(extra: &[&str]) -> insitu_lab::bench::report::BenchReport {
     let mut argv = vec![
         "bench",
         "--pods",
@@ -25,7 +25,7 @@ fn bench(extra: &[&str]) -> insitu::bench::report::BenchReport {
     ];
     argv.extend_from_slice(extra);
     let Cli { args } = Cli::parse_from(argv);
-    let rt = insitu::simtime::runtime().expect("runtime");
+    let rt = insitu_lab::simtime::runtime().expect("runtime");
     rt.block_on(run(args)).expect("the bench runs")
 }
 

@@ -1,8 +1,8 @@
 //! `insitu torture --seed S --trace` is a replay: two runs of one seed give the same trace, line for line
 //! (compared by the digest of every line and the count), for seeds drawing each kind of fault.
 
-use insitu::torture::run_one;
-use insitu::torture::scenario::Scenario;
+use insitu_lab::torture::run_one;
+use insitu_lab::torture::scenario::Scenario;
 
 /// The first seed (from 1) whose scenario satisfies `want`.
 fn first(want: impl Fn(&Scenario) -> bool) -> u64 {

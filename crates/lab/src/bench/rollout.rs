@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
+use insitu_core::podtable;
 use insitu_sim::Clock as _;
 use insitu_sim::apiserver::ApiStats;
 use insitu_sim::cluster::{SimCluster, SimConfig};
@@ -35,7 +36,6 @@ use super::figures::{
 };
 use super::planning::{cache_estimate, planning};
 use super::report::{BenchReport, Floor, Memory, Phase, WriteCount, Writes, render};
-use crate::monitor;
 use crate::simtime;
 
 const NAME: &str = "bench";
@@ -447,11 +447,14 @@ fn verify(after: &[Pod], before: &HashMap<String, String>, pods: usize) -> Vec<S
             "not the same pod (name/UID) as before",
             count(&|p| before.get(&p.name_any()) == p.uid().as_ref()),
         ),
-        ("not on the new image", count(&|p| monitor::image(p) == NEW_IMAGE)),
-        ("not Ready", count(&|p| monitor::ready(p) == "True")),
+        (
+            "not on the new image",
+            count(&|p| podtable::image(p) == NEW_IMAGE),
+        ),
+        ("not Ready", count(&|p| podtable::ready(p) == "True")),
         (
             "not restarted exactly once",
-            count(&|p| monitor::restarts(p) == 1),
+            count(&|p| podtable::restarts(p) == 1),
         ),
     ];
     for (what, bad) in checks {

@@ -1,23 +1,21 @@
-//! The seed's monitor, as a table: one row per pod with its in-place update stage (derived from Kruise's fields).
+//! The seed's monitor (`insitu demo`, `insitu status`), as a table: one row per pod with its in-place update
+//! stage (derived from Kruise's fields).
 
 use std::fmt::Write as _;
 
 use insitu_api::inplace::{InPlaceUpdateState, UpdateSpec};
 use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 
 /// The seed's four phases, derived from Kruise's real fields (docs/operations.md, "A pod's stage with plain
 /// kubectl").
 pub fn stage(pod: &Pod) -> &'static str {
-    let ann = pod.annotations();
-    if ann.contains_key(keys::INPLACE_UPDATE_GRACE_ANNOTATION) {
+    if annotation(pod, keys::INPLACE_UPDATE_GRACE_ANNOTATION).is_some() {
         return "Preparing";
     }
     let gate = condition(pod, keys::INPLACE_UPDATE_READY);
     let ready = condition(pod, "Ready") == Some("True");
-    let state = ann
-        .get(keys::INPLACE_UPDATE_STATE_ANNOTATION)
+    let state = annotation(pod, keys::INPLACE_UPDATE_STATE_ANNOTATION)
         .and_then(|s| serde_json::from_str::<InPlaceUpdateState>(s).ok());
     let restarting = state.as_ref().is_some_and(|st| {
         st.last_container_statuses
@@ -27,7 +25,7 @@ pub fn stage(pod: &Pod) -> &'static str {
     });
     let at_revision = state
         .as_ref()
-        .is_some_and(|st| pod.labels().get(keys::CONTROLLER_REVISION_HASH_LABEL) == Some(&st.revision));
+        .is_some_and(|st| label(pod, keys::CONTROLLER_REVISION_HASH_LABEL) == Some(st.revision.as_str()));
     match (gate, ready) {
         // InPlaceUpdateReady just went False; the controller's pod write (state/grace) follows.
         (Some("False"), _) if !at_revision => "Preparing",
@@ -50,6 +48,18 @@ pub fn condition<'a>(pod: &'a Pod, ty: &str) -> Option<&'a str> {
         .map(|c| c.status.as_str())
 }
 
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
 fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a k8s_openapi::api::core::v1::ContainerStatus> {
     pod.status
         .as_ref()?
@@ -60,10 +70,7 @@ fn container_status<'a>(pod: &'a Pod, name: &str) -> Option<&'a k8s_openapi::api
 }
 
 fn lifecycle(pod: &Pod) -> &str {
-    pod.labels()
-        .get(keys::LIFECYCLE_STATE_LABEL)
-        .map(String::as_str)
-        .unwrap_or("")
+    label(pod, keys::LIFECYCLE_STATE_LABEL).unwrap_or("")
 }
 
 /// Pod IP, or `<none>`.
@@ -99,9 +106,7 @@ pub fn ready(pod: &Pod) -> &str {
 }
 
 fn inplace_summary(pod: &Pod) -> String {
-    let ann = pod.annotations();
-    if let Some(g) = ann
-        .get(keys::INPLACE_UPDATE_GRACE_ANNOTATION)
+    if let Some(g) = annotation(pod, keys::INPLACE_UPDATE_GRACE_ANNOTATION)
         .and_then(|s| serde_json::from_str::<UpdateSpec>(s).ok())
     {
         let images: Vec<String> = g
@@ -111,8 +116,7 @@ fn inplace_summary(pod: &Pod) -> String {
             .collect();
         return format!("grace {}s, pending {}", g.grace_seconds, images.join(","));
     }
-    match ann
-        .get(keys::INPLACE_UPDATE_STATE_ANNOTATION)
+    match annotation(pod, keys::INPLACE_UPDATE_STATE_ANNOTATION)
         .and_then(|s| serde_json::from_str::<InPlaceUpdateState>(s).ok())
     {
         Some(st) => {
@@ -141,7 +145,7 @@ pub fn table(pods: &[&Pod]) -> String {
         "IN-PLACE".into(),
     ]];
     let mut sorted: Vec<&&Pod> = pods.iter().collect();
-    sorted.sort_by_key(|p| p.name_any());
+    sorted.sort_by_key(|p| name(p));
     for p in sorted {
         let phase = p
             .status
@@ -154,7 +158,7 @@ pub fn table(pods: &[&Pod]) -> String {
             phase
         };
         rows.push([
-            p.name_any(),
+            name(p).to_string(),
             phase,
             ip(p),
             ready(p).to_string(),

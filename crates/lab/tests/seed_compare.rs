@@ -1,7 +1,7 @@
 //! CI smoke test of `insitu bench seed-compare --pods 20`: the comparison's invariants, not its figures.
 
 use clap::Parser;
-use insitu::bench::seed_compare::{SeedCompareArgs, run};
+use insitu_lab::bench::seed_compare::{SeedCompareArgs, run};
 
 #[derive(Parser)]
 struct Cli {
@@ -12,7 +12,7 @@ struct Cli {
 #[test]
 fn seed_compare_20_pods_invariants() {
     let Cli { args } = Cli::parse_from(["seed-compare", "--pods", "20", "--seed", "3"]);
-    let rt = insitu::simtime::runtime().expect("runtime");
+    let rt = insitu_lab::simtime::runtime().expect("runtime");
     let r = rt.block_on(run(args)).expect("seed-compare runs");
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let (a, b) = (&r.in_place, &r.recreate);
