@@ -152,6 +152,14 @@ async fn create_get_list_with_selectors_and_defaults() {
         (code, reason.as_str(), msg.as_str()),
         (409, "AlreadyExists", "pods \"a\" already exists")
     );
+    // An invalid object under a taken name: validation answers before storage, as in kube-apiserver.
+    let (code, reason, msg) = api_err(
+        pods.create(&pp, &pod("a", json!({"bad key!": "x"}), None))
+            .await
+            .expect_err("invalid dup"),
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"), "{msg}");
+    assert!(msg.contains("metadata.labels"), "{msg}");
     let other: Api<Pod> = Api::namespaced(s.client(), "nope");
     let (code, _, msg) = api_err(
         other
@@ -163,7 +171,7 @@ async fn create_get_list_with_selectors_and_defaults() {
     let (code, _, msg) = api_err(pods.get("zzz").await.expect_err("missing"));
     assert_eq!((code, msg.as_str()), (404, "pods \"zzz\" not found"));
     let stats = s.stats();
-    assert_eq!(stats.writes_for("create", "pods"), 5);
+    assert_eq!(stats.writes_for("create", "pods"), 6);
     assert_eq!(stats.objects.get("pods"), Some(&3));
 }
 

@@ -133,9 +133,6 @@ impl ApiServer {
                 name.clone()
             };
             let res = self.write_or_preview(dry, &key, ns, &candidate, |cur, _| {
-                if cur.is_some() {
-                    return Err(ApiError::already_exists(rt, &candidate));
-                }
                 let target = Target {
                     rt,
                     view,
@@ -143,8 +140,15 @@ impl ApiServer {
                     name: &candidate,
                     fv: None,
                 };
+                // Admission and validation first, then storage: kube-apiserver's create handler
+                // (apiserver/pkg/registry/generic/registry/store.go, Store.Create) runs BeforeCreate's
+                // validation and etcd's request-size check before the txn that reports AlreadyExists, so an
+                // invalid object under a taken name gets 422, not 409.
                 let obj = self.prepare_create(target, body.clone())?;
                 limits::check_object(&obj, bound)?;
+                if cur.is_some() {
+                    return Err(ApiError::already_exists(rt, &candidate));
+                }
                 Ok(Write::Put(obj))
             });
             match res {
