@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use insitu_controller::webhook::{certs, server};
+use insitu_controller::webhook::{certs, conntimer, server};
 use tower::ServiceExt as _;
 
 /// The names the serving certificate covers: what a kubeconfig for a loopback apiserver may name.
@@ -28,10 +28,11 @@ pub fn generate() -> anyhow::Result<certs::CertBundle> {
 pub struct Timeouts {
     /// From accepting the TCP connection to the end of the TLS handshake.
     pub handshake: Duration,
-    /// From waiting for a request to having read all its headers. hyper starts this clock as soon as a
-    /// connection waits for its next request, so it also closes idle keep-alive connections (kube-apiserver's
-    /// `IdleTimeout` is 90 s: an idle connection is closed sooner here; clients reconnect as they do there).
+    /// A request's headers: from the connection's start for its first request, from the first byte for
+    /// later ones (`insitu_controller::webhook::conntimer`).
     pub header_read: Duration,
+    /// How long a kept-alive connection waits for the next request's first byte (kube-apiserver's `IdleTimeout`).
+    pub idle: Duration,
 }
 
 impl Default for Timeouts {
@@ -39,6 +40,7 @@ impl Default for Timeouts {
         Self {
             handshake: Duration::from_secs(32),
             header_read: Duration::from_secs(32),
+            idle: conntimer::IDLE_TIMEOUT,
         }
     }
 }
@@ -91,12 +93,13 @@ pub async fn serve_with(
                         return;
                     }
                 };
-                let io = hyper_util::rt::TokioIo::new(stream);
+                let (timer, watched) = conntimer::ConnTimer::new(stream, timeouts.idle, timeouts.header_read);
+                let io = hyper_util::rt::TokioIo::new(watched);
                 let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     router.clone().oneshot(req.map(axum::body::Body::new))
                 });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
+                    .timer(timer)
                     .header_read_timeout(timeouts.header_read)
                     .serve_connection(io, svc)
                     .with_upgrades()
@@ -126,6 +129,7 @@ mod tests {
     const SHORT: Timeouts = Timeouts {
         handshake: Duration::from_millis(300),
         header_read: Duration::from_millis(300),
+        idle: Duration::from_millis(900),
     };
 
     async fn started() -> (SocketAddr, certs::CertBundle, tokio::task::JoinHandle<()>) {
@@ -193,7 +197,8 @@ mod tests {
             .expect("write");
         let took = closed_after(tls).await.expect("closed");
         assert!(took >= Duration::from_millis(250), "{took:?}");
-        // A complete request is answered; the idle connection after it is closed too.
+        // A complete request is answered; the idle connection after it is closed at the idle deadline, which is
+        // longer than the header deadline (kube-apiserver: 90 s and 32 s).
         let mut tls = tls_client(addr, &bundle).await;
         tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
@@ -201,7 +206,8 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         let n = tls.read(&mut buf).await.expect("answer");
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-        assert!(closed_after(tls).await.is_some());
+        let took = closed_after(tls).await.expect("closed");
+        assert!(took >= Duration::from_millis(850), "{took:?}");
         handle.abort();
     }
 }

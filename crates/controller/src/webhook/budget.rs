@@ -26,10 +26,12 @@ pub struct Limits {
     pub queue_wait: Duration,
     /// Deadline for reading a request body once it is admitted.
     pub body_timeout: Duration,
-    /// Deadlines for the TLS handshake and for a request's headers (hyper starts the latter when it waits
-    /// for the next request, so it also closes idle keep-alive connections).
+    /// Deadlines for the TLS handshake and for a request's headers (from the first byte of a request after the
+    /// connection's first: [`super::conntimer`]).
     pub handshake_timeout: Duration,
     pub header_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request's first byte (`conntimer`).
+    pub idle_timeout: Duration,
     /// How long a response write may make no progress before the connection is closed.
     pub write_timeout: Duration,
     /// Threads that parse, convert and serialise reviews.
@@ -54,6 +56,7 @@ impl Default for Limits {
             // `pkg/server/secure_serving.go`, `Serve`), which Go's net/http also applies to the TLS handshake.
             handshake_timeout: Duration::from_secs(32),
             header_timeout: Duration::from_secs(32),
+            idle_timeout: super::conntimer::IDLE_TIMEOUT,
             write_timeout: Duration::from_secs(32),
             workers: 2,
         }

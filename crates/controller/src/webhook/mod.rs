@@ -8,6 +8,7 @@
 
 pub mod budget;
 pub mod certs;
+pub mod conntimer;
 pub mod mutate;
 pub mod server;
 

@@ -11,6 +11,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
+
+use super::conntimer::ConnTimer;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use serde_json::{Value, json};
@@ -128,13 +130,14 @@ async fn connection(
             return;
         }
     };
-    let io = hyper_util::rt::TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
+    let (timer, watched) = ConnTimer::new(stream, limits.idle_timeout, limits.header_timeout);
+    let io = hyper_util::rt::TokioIo::new(WriteDeadline::new(watched, limits.write_timeout));
     let svc = {
         let shared = shared.clone();
         hyper::service::service_fn(move |req| handle(shared.clone(), req))
     };
     if let Err(e) = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
+        .timer(timer)
         .header_read_timeout(limits.header_timeout)
         .serve_connection(io, svc)
         .await
@@ -646,9 +649,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn silent_and_idle_connections_are_closed_after_the_header_deadline() {
+    async fn silent_connections_close_at_the_header_deadline_and_idle_ones_at_the_idle_deadline() {
         let (addr, ca, task) = start(Limits {
             header_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_millis(900),
             ..Limits::default()
         })
         .await;
@@ -664,9 +668,15 @@ mod tests {
         idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .unwrap();
+        let started = std::time::Instant::now();
         let mut buf = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut buf)).await;
         assert!(read.is_ok(), "the idle connection is still open");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200"));
         task.abort();
     }
