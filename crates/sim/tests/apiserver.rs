@@ -805,6 +805,20 @@ async fn watch_from_resource_version_and_too_old() {
         .expect("watch")
         .boxed();
     assert!(live.next().await.is_none());
+    // Without timeoutSeconds the server ends it after 30 to 60 minutes (minRequestTimeout x (1 + rand)).
+    let started = tokio::time::Instant::now();
+    let uri = format!(
+        "/api/v1/namespaces/default/pods?watch=true&resourceVersion={}",
+        s.stats().resource_version
+    );
+    let req = http::Request::get(uri).body(Vec::new()).expect("request");
+    let body = s.client().request_text(req).await.expect("watch");
+    assert!(body.is_empty(), "{body}");
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= Duration::from_secs(1800) && lasted < Duration::from_secs(3601),
+        "{lasted:?}"
+    );
 
     // Push the first events out of the 4-event history: 410 Expired as an ERROR event.
     for i in 0..5 {

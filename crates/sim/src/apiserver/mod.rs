@@ -356,6 +356,12 @@ impl ApiServer {
         )
     }
 
+    /// A number in [0, 1) from the server's seeded generator.
+    pub(crate) fn random_fraction(&self) -> f64 {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        f64::from(rng.next_u32()) / (f64::from(u32::MAX) + 1.0)
+    }
+
     pub(crate) fn random_suffix(&self) -> String {
         let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
         (0..5)

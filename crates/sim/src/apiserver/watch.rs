@@ -162,6 +162,9 @@ fn stream_response(state: WatchState, content_type: &'static str) -> Response {
         .into_response()
 }
 
+/// kube-apiserver's `--min-request-timeout` default.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+
 /// Serves `?watch=true`.
 pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> ApiResult<Response> {
     let rt = req.rt;
@@ -181,7 +184,13 @@ pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> Api
     // A negative timeout: the watch's context has expired before it starts; kube-apiserver answers 200 with one
     // ERROR event (`context deadline exceeded`) and ends the stream (observed on v1.37.2).
     let expired = timeout_seconds.is_some_and(|t| t < 0);
-    let timeout = timeout_seconds.filter(|t| *t > 0).map(|t| t.unsigned_abs());
+    // No timeout (or 0): the server picks one in [minRequestTimeout, 2 x minRequestTimeout) so that watches
+    // spread their re-lists (k8s.io/apiserver `pkg/endpoints/handlers/get.go`, `ListResource`:
+    // `minRequestTimeout * (rand.Float64() + 1.0)`, with kube-apiserver's default `--min-request-timeout=1800`).
+    let timeout = match timeout_seconds {
+        Some(t) if t > 0 => Duration::from_secs(t.unsigned_abs()),
+        _ => MIN_REQUEST_TIMEOUT.mul_f64(1.0 + server.random_fraction()),
+    };
     let table = req.wants_table().then(|| TableState {
         include: req.q("includeObject").unwrap_or("Metadata").to_string(),
         wide_headers_sent: false,
@@ -248,7 +257,7 @@ pub(super) fn serve(server: &ApiServer, req: &ApiRequest, sel: Selectors) -> Api
         });
         pending.push_back(value_line("BOOKMARK", &bookmark));
     }
-    let deadline = timeout.map(|t| Box::pin(server.clock().sleep(Duration::from_secs(t))));
+    let deadline = Some(Box::pin(server.clock().sleep(timeout)));
     let st = WatchState {
         pending,
         rx: Some(start.rx),
