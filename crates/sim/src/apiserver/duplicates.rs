@@ -98,6 +98,26 @@ pub(super) fn push_key(path: &mut String, key: &str) {
 /// wins) and, in the same pass, the repeated keys' paths (the strict decoder's duplicates): a create or update
 /// body is read once, not once to store and once to check.
 pub(super) fn parse_json(body: &[u8]) -> Result<(Value, Vec<String>), serde_json::Error> {
+    let (value, keys) = parse_keys(body, false)?;
+    Ok((value, keys.into_iter().map(|k| k.path).collect()))
+}
+
+/// One key of a JSON document met by the strict decoder's walk.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Key {
+    pub path: String,
+    /// The key repeats an earlier one of its object (a `duplicate field`).
+    pub repeated: bool,
+}
+
+/// Every key of a JSON document in document order, as the strict decoder meets them (keys inside a repeated
+/// key's value are not walked): the order of its `unknown field` and `duplicate field` messages.
+pub(super) fn key_order(body: &[u8]) -> Option<Vec<Key>> {
+    parse_keys(body, true).ok().map(|(_, keys)| keys)
+}
+
+/// [`parse_json`]'s pass; with `every`, all keys are recorded, not only the repeated ones.
+fn parse_keys(body: &[u8], every: bool) -> Result<(Value, Vec<Key>), serde_json::Error> {
     let mut found = Vec::new();
     let mut path = String::new();
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -106,17 +126,19 @@ pub(super) fn parse_json(body: &[u8]) -> Result<(Value, Vec<String>), serde_json
     let value = Build {
         path: &mut path,
         found: Some(&mut found),
+        every,
     }
     .deserialize(&mut de)?;
     de.end()?;
     Ok((value, found))
 }
 
-/// One JSON value at `path`, built; repeated keys below it go to `found` (`None`: inside a repeated key's value,
-/// which the strict decoder skips).
+/// One JSON value at `path`, built; repeated keys below it (or, with `every`, all keys) go to `found` (`None`:
+/// inside a repeated key's value, which the strict decoder skips).
 struct Build<'a> {
     path: &'a mut String,
-    found: Option<&'a mut Vec<String>>,
+    found: Option<&'a mut Vec<Key>>,
+    every: bool,
 }
 
 impl Build<'_> {
@@ -124,6 +146,7 @@ impl Build<'_> {
         Build {
             path: &mut *self.path,
             found: if record { self.found.as_deref_mut() } else { None },
+            every: self.every,
         }
     }
 }
@@ -189,8 +212,11 @@ impl<'de> Visitor<'de> for Build<'_> {
             let repeated = out.contains_key(&key);
             if let Some(found) = self.found.as_deref_mut() {
                 push_key(self.path, &key);
-                if repeated {
-                    found.push(self.path.clone());
+                if repeated || self.every {
+                    found.push(Key {
+                        path: self.path.clone(),
+                        repeated,
+                    });
                 }
             }
             let value = map.next_value_seed(self.child(!repeated));
@@ -243,6 +269,25 @@ mod tests {
         for bad in [&b"{\"a\":1} x"[..], b"{\"a\":", b"", b"kind: Pod"] {
             assert!(parse_json(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn key_order_walks_every_key_as_the_strict_decoder_does() {
+        let body = br#"{"b":1,"a":{"y":[{"k":1}],"x":2},"b":{"skipped":1}}"#;
+        let keys = key_order(body).expect("json");
+        let got: Vec<(&str, bool)> = keys.iter().map(|k| (k.path.as_str(), k.repeated)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("b", false),
+                ("a", false),
+                ("a.y", false),
+                ("a.y[0].k", false),
+                ("a.x", false),
+                ("b", true)
+            ]
+        );
+        assert!(key_order(b"{").is_none());
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub(super) struct FieldCheck {
     duplicates: Vec<String>,
     /// A JSON create or update body, parsed by the duplicate scan ([`FieldCheck::take_body`]).
     body: Mutex<Option<Value>>,
+    /// That body's bytes, walked again for the order of a built-in kind's strict-decoding messages.
+    raw: Option<bytes::Bytes>,
     warnings: Mutex<Vec<String>>,
     /// The unknown fields dropped from built-in kinds' objects (for [`super::ApiStats::pruned`]).
     pruned: Mutex<Vec<String>>,
@@ -80,9 +82,11 @@ impl FieldCheck {
         } else {
             duplicates::scan_request(&req.method, req.content_type(), &req.body)
         };
+        let raw = body.is_some().then(|| req.body.clone());
         Ok(Self {
             directive,
             duplicates,
+            raw,
             body: Mutex::new(body),
             warnings: Mutex::new(Vec::new()),
             pruned: Mutex::new(Vec::new()),
@@ -170,17 +174,24 @@ impl FieldCheck {
         } else {
             DECODER_STRICT_ERRORS.saturating_sub(duplicated.len().min(DECODER_STRICT_ERRORS))
         };
-        let msgs: Vec<String> = duplicated
-            .iter()
-            .take(DECODER_STRICT_ERRORS)
-            .cloned()
-            .chain(
-                unknown
-                    .iter()
-                    .take(unknown_cap)
-                    .map(|f| format!("unknown field {}", quote(f))),
-            )
-            .collect();
+        let walked = match (view.is_cloneset(), source, &self.raw) {
+            (false, Source::Body, Some(raw)) => duplicates::key_order(raw),
+            _ => None,
+        };
+        let msgs: Vec<String> = match walked {
+            Some(keys) => in_document_order(&keys, &unknown, DECODER_STRICT_ERRORS),
+            None => duplicated
+                .iter()
+                .take(DECODER_STRICT_ERRORS)
+                .cloned()
+                .chain(
+                    unknown
+                        .iter()
+                        .take(unknown_cap)
+                        .map(|f| format!("unknown field {}", quote(f))),
+                )
+                .collect(),
+        };
         if self.directive == Directive::Warn {
             lock(&self.warnings).extend(msgs);
             return Ok(typed_out);
@@ -479,6 +490,29 @@ fn type_ok(v: &Value, schema: &Value) -> bool {
     }
 }
 
+/// A built-in kind's strict-decoding messages as sigs.k8s.io/json saves them: one per repeated key and per unknown
+/// field, in the order the decoder meets them in the body (`keys`), the first `cap`. Unknown fields the walk did
+/// not meet (inside a repeated key's value) follow, sorted.
+fn in_document_order(keys: &[duplicates::Key], unknown: &[String], cap: usize) -> Vec<String> {
+    let wanted: std::collections::HashSet<&str> = unknown.iter().map(String::as_str).collect();
+    let mut said = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for key in keys {
+        if out.len() >= cap {
+            return out;
+        }
+        if key.repeated {
+            out.push(format!("duplicate field {}", quote(&key.path)));
+        } else if wanted.contains(key.path.as_str()) && said.insert(key.path.as_str()) {
+            out.push(format!("unknown field {}", quote(&key.path)));
+        }
+    }
+    let rest = unknown.iter().filter(|u| !said.contains(u.as_str()));
+    out.extend(rest.map(|u| format!("unknown field {}", quote(u))));
+    out.truncate(cap);
+    out
+}
+
 /// Walks a CloneSet against its structural schema: unknown fields (what pruning would drop) and type errors
 /// (`spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`).
 fn walk_schema(v: &Value, schema: &Value, path: &str, unknown: &mut Vec<String>, errs: &mut Vec<FieldErr>) {
@@ -576,6 +610,7 @@ mod tests {
             directive: Directive::Warn,
             duplicates: Vec::new(),
             body: Mutex::new(None),
+            raw: None,
             warnings: Mutex::new(Vec::new()),
             pruned: Mutex::new(Vec::new()),
         };
