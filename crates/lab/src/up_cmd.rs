@@ -32,7 +32,9 @@ pub struct UpArgs {
     /// Seed for the simulated cluster's randomness.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Do not run the CloneSet controller (to run `insitu run` against the sim separately).
+    /// Do not run the CloneSet controller (to run `insitu run` against the sim separately: the namespace
+    /// `insitu-system`, where it keeps its webhook Secret and Lease, is created as deploy/ would create it, and the
+    /// command to start it is printed).
     #[arg(long)]
     pub no_controller: bool,
     /// Cluster time runs this many times as fast as real time (grace periods, probes, pulls, progress
@@ -170,6 +172,13 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
             Some(p) => println!("  kubectl apply -f {}", p.display()),
             None => println!("  kubectl apply -f <the insitu repository>/examples/cloneset-demo.yaml"),
         }
+        if args.no_controller {
+            install_namespace(&cluster.client).await?;
+            println!(
+                "  insitu run --kubeconfig {} --webhook-addr 127.0.0.1:9443 --webhook-url https://127.0.0.1:9443 --metrics-addr 127.0.0.1:8080",
+                kubeconfig.display()
+            );
+        }
         println!("Ctrl-C to stop.");
         if args.no_controller {
             let _ = tokio::signal::ctrl_c().await;
@@ -189,4 +198,17 @@ pub fn main(args: UpArgs) -> anyhow::Result<ExitCode> {
         drop(cluster);
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The namespace deploy/ creates for the controller (its webhook Secret, its Lease): what `insitu run` expects
+/// to find on a cluster it is installed on (`insitu run --lease-namespace`'s default).
+async fn install_namespace(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": "insitu-system"}}))?;
+    match namespaces.create(&kube::api::PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).context("creating the namespace insitu-system"),
+    }
 }
