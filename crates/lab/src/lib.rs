@@ -12,3 +12,4 @@ pub mod torture;
 pub mod up_cmd;
 pub mod up_kubeconfig;
 pub mod up_tls;
+pub mod whatif;

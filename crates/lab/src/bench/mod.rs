@@ -34,12 +34,16 @@ pub enum Scenario {
     /// The apiserver's own write ceiling on a real cluster: the three writes of an in-place update per pod of a
     /// selector, from a parallel writer with no controller logic (scripts/bench-vs-kruise compares against it).
     Ceiling(ceiling::CeilingArgs),
+    /// Writes a synthetic dump of a large settled CloneSet (pods, revision, nodes, a Pulled event) for timing
+    /// `insitu whatif -f` on it (docs/benchmarks.md).
+    WhatifDump(crate::whatif::synth::DumpArgs),
 }
 
 pub fn main(cmd: BenchCmd) -> anyhow::Result<ExitCode> {
     match cmd.scenario {
         Some(Scenario::SeedCompare(args)) => seed_compare::main(args),
         Some(Scenario::Ceiling(args)) => ceiling::main(args),
+        Some(Scenario::WhatifDump(args)) => crate::whatif::synth::main(args),
         None => rollout::main(cmd.rollout),
     }
 }
