@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use change::Change;
 pub use input::Inputs;
@@ -175,9 +175,17 @@ pub fn predict(inp: &Inputs, new_cs: &Value, strategies: &[String], opts: &SimOp
                 .map_err(|_| anyhow::anyhow!("the simulation panicked"))?
         })?;
         let planner = report::planner_reasons(&inp.pods, &docs);
-        runs.push(report::run(s, obs, &planner, &nodes.to_live));
+        runs.push(report::run(s, obs, &planner, &nodes, template_requests(new_cs)));
     }
     Ok(runs)
+}
+
+/// Requests of a pod of the CloneSet's template (cpu millicores, memory bytes).
+fn template_requests(cs: &Value) -> (i64, i64) {
+    let spec = cs.pointer("/spec/template/spec").cloned().unwrap_or_default();
+    let pod: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_value(json!({"spec": spec})).unwrap_or_default();
+    observe::requests(&pod)
 }
 
 /// Reads the inputs: the dump if one is given, else the cluster (read-only).

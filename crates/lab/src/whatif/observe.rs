@@ -91,6 +91,9 @@ struct Lite {
     node: String,
     rev: String,
     ready: bool,
+    /// No in-place update in flight (`insitu explain`'s stage None): a resize the kubelet has not applied
+    /// keeps a pod Ready but Updating.
+    settled: bool,
     deleting: bool,
     cpu: i64,
     mem: i64,
@@ -128,6 +131,7 @@ fn lite(p: &Pod) -> Lite {
             .cloned()
             .unwrap_or_default(),
         ready,
+        settled: insitu_core::podwhy::stage(p).0 == "None",
         deleting: p.metadata.deletion_timestamp.is_some(),
         cpu,
         mem,
@@ -141,7 +145,7 @@ fn owned_by(p: &Pod, cs: &str) -> bool {
 }
 
 /// The rollout is over: the controller saw the last spec, and as many pods as it expects at the update
-/// revision are updated and Ready, all replicas are Ready and no pod is on its way out.
+/// revision are updated and Ready, all replicas are Ready, no pod is on its way out and none is mid-update.
 fn done(cs: &CloneSet, pods: &HashMap<String, Lite>) -> bool {
     let Some(st) = &cs.status else { return false };
     let replicas = cs.spec.replicas.unwrap_or(1);
@@ -149,7 +153,7 @@ fn done(cs: &CloneSet, pods: &HashMap<String, Lite>) -> bool {
         && st.updated_ready_replicas >= st.expected_updated_replicas
         && st.ready_replicas >= replicas
         && st.replicas == replicas
-        && pods.values().all(|p| !p.deleting)
+        && pods.values().all(|p| !p.deleting && p.settled)
 }
 
 struct State {
@@ -195,15 +199,15 @@ impl State {
         match l {
             Some(l) => {
                 if let Some(b) = self.base.get(&uid)
-                    && (b.rev != l.rev || b.ready != l.ready || l.deleting)
+                    && (b.rev != l.rev || b.ready != l.ready || !l.settled || l.deleting)
                 {
                     self.first_change.entry(uid.clone()).or_insert(t);
                 }
                 if !self.base.contains_key(&uid) {
                     self.created.entry(uid.clone()).or_insert(t);
                 }
-                let was_ready = self.pods.get(&uid).is_some_and(|p| p.ready);
-                if l.ready && !was_ready && !l.deleting {
+                let was_ok = self.pods.get(&uid).is_some_and(|p| p.ready && p.settled);
+                if l.ready && l.settled && !was_ok && !l.deleting {
                     self.ready_at.insert(uid.clone(), t);
                 }
                 self.pods.insert(uid, l);
@@ -347,7 +351,7 @@ fn finish(mut st: State, final_pods: &[Pod]) -> Observed {
         let (decision, end) = match now {
             None => ("recreate", replacements.next().flatten()),
             Some(p) if p.rev == st.update_revision && b.rev != st.update_revision => {
-                ("in-place", st.ready_at.get(uid).copied().filter(|_| p.ready))
+                ("in-place", st.ready_at.get(uid).copied().filter(|_| p.ready && p.settled))
             }
             Some(_) => ("unchanged", None),
         };

@@ -174,24 +174,52 @@ pub fn groups(pods: &[PodFate], strategy: &str, planner: &BTreeMap<String, (Stri
         .collect()
 }
 
-/// Resizes still pending when the rollout ended, and what the controller then does (as `insitu explain`).
-pub fn pending(obs: &Observed, to_live: &BTreeMap<String, String>) -> Vec<Pending> {
+/// What a stuck resize meets: the apiserver refuses a pod whose requests exceed its node's allocatable
+/// (PodResize admission), the kubelet defers one that does not fit beside the node's other pods or calls it
+/// infeasible (its `PodResizePending` condition).
+fn stuck_resize(p: &Pod, new_req: (i64, i64), allocatable: Option<(i64, i64)>) -> Option<(String, String, String)> {
+    if let Some((reason, message)) = insitu_core::vertical::resize_pending(p) {
+        let waits = podwhy::stage(p).1;
+        let then = if waits.is_empty() { "the kubelet retries the resize".into() } else { waits.join("; ") };
+        return Some((reason, message, then));
+    }
+    let (cpu, mem) = allocatable?;
+    (new_req.0 > cpu || new_req.1 > mem).then(|| {
+        (
+            "Refused".to_string(),
+            format!(
+                "requests cpu {}m / memory {} exceed the node's allocatable cpu {cpu}m / memory {}",
+                new_req.0,
+                mib(new_req.1),
+                mib(mem)
+            ),
+            "the apiserver refuses the pods/resize: the controller retries every round (Kruise updatePodInPlace fails, FailedUpdatePodInPlace); the pod keeps its old resources and revision, no recreate".to_string(),
+        )
+    })
+}
+
+/// Pods whose update started and never ended because of their resize, and what then happens.
+pub fn pending(obs: &Observed, nodes: &super::sim::NodeMap, new_req: (i64, i64)) -> Vec<Pending> {
+    let stuck: std::collections::BTreeSet<&str> = obs
+        .pods
+        .iter()
+        .filter(|f| f.start.is_some() && f.end.is_none())
+        .map(|f| f.name.as_str())
+        .collect();
     obs.final_pods
         .iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| stuck.contains(n)))
         .filter_map(|p| {
-            let (reason, message) = insitu_core::vertical::resize_pending(p)?;
-            let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-            let waits = podwhy::stage(p).1;
+            let sim_node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let node = nodes.to_live.get(&sim_node).cloned().unwrap_or(sim_node);
+            let alloc = nodes.allocatable.get(&node).copied().or(nodes.capacity);
+            let (reason, message, then) = stuck_resize(p, new_req, alloc)?;
             Some(Pending {
                 pod: p.metadata.name.clone().unwrap_or_default(),
-                node: to_live.get(&node).cloned().unwrap_or(node),
-                then: if waits.is_empty() {
-                    "the kubelet retries the resize".into()
-                } else {
-                    waits.join("; ")
-                },
+                node,
                 reason,
                 message,
+                then,
             })
         })
         .collect()
@@ -202,7 +230,13 @@ fn percent(extra: i64, base: i64) -> f64 {
 }
 
 /// One run's figures from what was observed.
-pub fn run(strategy: &str, obs: Observed, planner: &BTreeMap<String, (String, String)>, to_live: &BTreeMap<String, String>) -> Run {
+pub fn run(
+    strategy: &str,
+    obs: Observed,
+    planner: &BTreeMap<String, (String, String)>,
+    nodes: &super::sim::NodeMap,
+    new_req: (i64, i64),
+) -> Run {
     let count = |d: &str| obs.pods.iter().filter(|p| p.decision == d).count();
     Run {
         strategy: strategy.into(),
@@ -219,7 +253,7 @@ pub fn run(strategy: &str, obs: Observed, planner: &BTreeMap<String, (String, St
         peak_extra_memory_bytes: obs.peak_extra_memory_bytes,
         peak_extra_cpu_percent: percent(obs.peak_extra_cpu_milli, obs.base_cpu_milli),
         peak_extra_memory_percent: percent(obs.peak_extra_memory_bytes, obs.base_memory_bytes),
-        resize_pending: pending(&obs, to_live),
+        resize_pending: pending(&obs, nodes, new_req),
         timeline: obs.timeline.clone(),
         pods: obs.pods,
     }
@@ -379,7 +413,7 @@ mod tests {
             peak_extra_cpu_milli: 100,
             ..Observed::default()
         };
-        let run = run("InPlaceIfPossible", obs, &BTreeMap::new(), &BTreeMap::new());
+        let run = run("InPlaceIfPossible", obs, &BTreeMap::new(), &Default::default(), (0, 0));
         assert!((run.peak_extra_cpu_percent - 10.0).abs() < 1e-9);
         let r = Report {
             cloneset: "d/web".into(),

@@ -105,6 +105,28 @@ fn a_resize_the_node_cannot_fit_stalls_as_in_kruise() {
     let r = predict(&inp, &new_cs, &["InPlaceIfPossible".into()], &o).unwrap().remove(0);
     assert!(!r.completes, "64 cpu on 32-cpu nodes never fits: {r:?}");
     assert_eq!(r.resize_pending.len(), 2, "maxUnavailable 2: two pods started: {:?}", r.resize_pending);
-    assert!(r.resize_pending.iter().all(|p| p.reason == "Infeasible"), "{:?}", r.resize_pending);
+    assert!(r.resize_pending.iter().all(|p| p.reason == "Refused"), "{:?}", r.resize_pending);
     assert!(r.resize_pending[0].then.contains("no recreate"), "{}", r.resize_pending[0].then);
+    assert_eq!(r.recreated, 0, "Kruise never recreates a pod for a refused resize");
+}
+
+#[test]
+fn a_resize_that_fits_one_pod_per_node_is_deferred_for_the_next() {
+    let inp = inputs(None);
+    let mut c = inp.cloneset["spec"]["template"]["spec"]["containers"][0].clone();
+    c["resources"] = json!({"requests": {"cpu": "20", "memory": "128Mi"}});
+    let patch = Change::Json(
+        serde_json::from_value(json!([{"op": "replace", "path": "/spec/template/spec/containers/0", "value": c}]))
+            .unwrap(),
+    );
+    let mut o = opts();
+    o.gates = insitu_core::FeatureGates::parse("InPlaceWorkloadVerticalScaling=true").unwrap();
+    let new_cs = change::apply(&inp.cloneset, &[patch]).unwrap();
+    let r = predict(&inp, &new_cs, &["InPlaceIfPossible".into()], &o).unwrap().remove(0);
+    assert!(!r.completes, "two 20-cpu pods never fit one 32-cpu node: {r:?}");
+    let done = r.pods.iter().filter(|p| p.end.is_some()).count();
+    assert_eq!(done, 2, "the first pod on each node resizes: {:?}", r.pods);
+    assert_eq!(r.resize_pending.len(), 2, "{:?}", r.resize_pending);
+    assert!(r.resize_pending.iter().all(|p| p.reason == "Deferred"), "{:?}", r.resize_pending);
+    assert!(r.peak_extra_cpu_milli >= 4 * 19_900, "{}", r.peak_extra_cpu_milli);
 }
