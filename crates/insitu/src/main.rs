@@ -4,7 +4,7 @@
 
 use insitu::{adopt, explain_cmd, logging, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd};
 #[cfg(feature = "lab")]
-use insitu_lab::{bench, demo, nodes_cmd, torture, up_cmd};
+use insitu_lab::{bench, demo, nodes_cmd, torture, up_cmd, whatif};
 
 use std::process::ExitCode;
 
@@ -36,7 +36,7 @@ const VERSION: &str = concat!(
 
 /// The subcommands the `lab` feature adds (the simulated cluster's), for a clear answer from a build without it.
 #[cfg(not(feature = "lab"))]
-const LAB_COMMANDS: [&str; 5] = ["demo", "up", "nodes", "bench", "torture"];
+const LAB_COMMANDS: [&str; 6] = ["demo", "up", "nodes", "bench", "torture", "whatif"];
 
 /// In-place update CloneSet controller (OpenKruise drop-in) and its command-line tools.
 #[derive(clap::Parser)]
@@ -84,6 +84,11 @@ enum Command {
     /// Seeded fault injection on the embedded cluster (virtual time) with an invariant checker.
     #[cfg(feature = "lab")]
     Torture(torture::TortureArgs),
+    /// Predict a change's rollout before making it: the real controller on the embedded cluster built in the
+    /// live state (or a dump), on virtual time; duration, batches, in place vs recreated and why, peaks, resizes
+    /// that do not fit. Writes nothing to the cluster.
+    #[cfg(feature = "lab")]
+    Whatif(whatif::WhatifArgs),
     /// Show a CloneSet's rollout: progress, current batch, and each pod's lifecycle state and stage (`-w` watches).
     Status(status_cmd::StatusArgs),
     /// Change a CloneSet's template: `set image cloneset/NAME CONTAINER=IMAGE ...`.
@@ -176,6 +181,11 @@ fn main() -> ExitCode {
         Command::Torture(args) => {
             init_tracing("error");
             torture::main(args)
+        }
+        #[cfg(feature = "lab")]
+        Command::Whatif(args) => {
+            init_tracing("error");
+            whatif::main(args)
         }
         Command::Status(args) => {
             init_tracing("warn");

@@ -137,7 +137,13 @@ pub fn from_docs(docs: Vec<Value>, name: Option<&str>) -> anyhow::Result<Inputs>
     let picked = input::snapshot_from_objects(objs.clone(), Timestamp::now(), FeatureGates::default())
         .map_err(|e| anyhow::anyhow!(e))?;
     let s = &picked.snapshot;
-    let mut notes = picked.notes.clone();
+    // Nodes, other pods and events are what the what-if reads beside the planner's objects.
+    let mut notes: Vec<String> = picked
+        .notes
+        .iter()
+        .filter(|n| !n.contains("of other kinds") && !n.contains("that do not belong to CloneSet"))
+        .cloned()
+        .collect();
     let mut cloneset = serde_json::to_value(&*s.cloneset).context("the CloneSet")?;
     if cloneset.get("kind").is_none() {
         cloneset["kind"] = "CloneSet".into();
