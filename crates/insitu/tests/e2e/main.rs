@@ -24,6 +24,7 @@ mod scenarios;
 mod tools;
 mod util;
 mod versions;
+mod whatif;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -139,6 +140,8 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.
         scenario!(api_hygiene, 3, true, 60),
+        // Predicted vs actual rollouts: timing-sensitive, so alone after everything else.
+        scenario!(whatif::whatif, 4, false, 900),
     ]
 }
 
@@ -261,7 +264,7 @@ async fn run_all(env: Arc<Env>, filters: &[String]) -> (usize, usize) {
         .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
         .collect();
     let (mut passed, mut failed) = (0, 0);
-    for phase in 1..=3u8 {
+    for phase in 1..=4u8 {
         let mut set = tokio::task::JoinSet::new();
         for s in selected.iter().filter(|s| s.phase == phase) {
             if s.real_only && env.real.is_none() {

@@ -156,8 +156,37 @@ fn done(cs: &CloneSet, pods: &HashMap<String, Lite>) -> bool {
         && pods.values().all(|p| !p.deleting && p.settled)
 }
 
+/// Running totals over `State::pods`, kept as pods change (a sample per event must not walk 10,000 pods).
+#[derive(Default)]
+struct Totals {
+    /// Live (not terminating) pods per revision.
+    live_by_rev: HashMap<String, usize>,
+    live_ready: usize,
+    pods: usize,
+    cpu: i64,
+    mem: i64,
+}
+
+impl Totals {
+    fn add(&mut self, p: &Lite, sign: i64) {
+        let step = |v: &mut usize| {
+            *v = if sign > 0 { *v + 1 } else { v.saturating_sub(1) };
+        };
+        step(&mut self.pods);
+        self.cpu += sign * p.cpu;
+        self.mem += sign * p.mem;
+        if !p.deleting {
+            step(self.live_by_rev.entry(p.rev.clone()).or_default());
+            if p.ready {
+                step(&mut self.live_ready);
+            }
+        }
+    }
+}
+
 struct State {
     pods: HashMap<String, Lite>,
+    totals: Totals,
     base: HashMap<String, Lite>,
     first_change: HashMap<String, f64>,
     ready_at: HashMap<String, f64>,
@@ -170,16 +199,15 @@ struct State {
 
 impl State {
     fn sample(&mut self, t: f64) {
-        let live = || self.pods.values().filter(|p| !p.deleting);
-        let ready = live().filter(|p| p.ready).count();
+        let tot = &self.totals;
         let s = Sample {
             t,
-            updated: live().filter(|p| p.rev == self.update_revision).count(),
-            ready,
-            unavailable: self.replicas.saturating_sub(ready),
-            pods: self.pods.len(),
+            updated: tot.live_by_rev.get(&self.update_revision).copied().unwrap_or(0),
+            ready: tot.live_ready,
+            unavailable: self.replicas.saturating_sub(tot.live_ready),
+            pods: tot.pods,
         };
-        let (cpu, mem) = self.pods.values().fold((0, 0), |(c, m), p| (c + p.cpu, m + p.mem));
+        let (cpu, mem) = (tot.cpu, tot.mem);
         let o = &mut self.obs;
         o.peak_unavailable = o.peak_unavailable.max(s.unavailable);
         o.peak_extra_pods = o.peak_extra_pods.max(s.pods.saturating_sub(self.replicas));
@@ -210,13 +238,18 @@ impl State {
                 if l.ready && l.settled && !was_ok && !l.deleting {
                     self.ready_at.insert(uid.clone(), t);
                 }
-                self.pods.insert(uid, l);
+                self.totals.add(&l, 1);
+                if let Some(old) = self.pods.insert(uid, l) {
+                    self.totals.add(&old, -1);
+                }
             }
             None => {
                 if self.base.contains_key(&uid) {
                     self.first_change.entry(uid.clone()).or_insert(t);
                 }
-                self.pods.remove(&uid);
+                if let Some(old) = self.pods.remove(&uid) {
+                    self.totals.add(&old, -1);
+                }
             }
         }
         self.sample(t);
@@ -253,7 +286,12 @@ pub async fn observe(
     let cs0 = css.get(name).await?;
     let replicas = usize::try_from(cs0.spec.replicas.unwrap_or(1)).unwrap_or(0);
     let (cpu, mem) = initial.values().fold((0, 0), |(c, m), p: &Lite| (c + p.cpu, m + p.mem));
+    let mut totals = Totals::default();
+    for p in initial.values() {
+        totals.add(p, 1);
+    }
     let mut st = State {
+        totals,
         pods: initial.clone(),
         base: initial,
         first_change: HashMap::new(),

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use insitu_api::CloneSet;
 use insitu_api::quantity::parse_quantity;
 use insitu_controller::{Config, Metrics};
+use insitu_sim::Clock as _;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use insitu_sim::kubelet::{ImageProfile, ImageProfiles, NodeCapacity, StartModel};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -283,13 +285,23 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
         pvcs.create(&PostParams::default(), &c2).await.context("creating a PVC")?;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let mut ready = 0;
-    for p in &inp.pods {
-        pods.create(&PostParams::default(), &sim_pod(p, &owner, nodes))
-            .await
-            .with_context(|| format!("creating pod {}", p.metadata.name.as_deref().unwrap_or("")))?;
-        ready += usize::from(insitu_core::podtable::ready(p) == "True");
-    }
+    let pp = PostParams::default();
+    futures::stream::iter(inp.pods.iter().map(|p| {
+        let (pods, pp, owner) = (&pods, &pp, &owner);
+        async move {
+            pods.create(pp, &sim_pod(p, owner, nodes))
+                .await
+                .with_context(|| format!("creating pod {}", p.metadata.name.as_deref().unwrap_or("")))
+        }
+    }))
+    .buffer_unordered(64)
+    .try_collect::<Vec<_>>()
+    .await?;
+    let ready = inp
+        .pods
+        .iter()
+        .filter(|p| insitu_core::podtable::ready(p) == "True")
+        .count();
     Ok((ns, name, ready))
 }
 
@@ -343,7 +355,9 @@ pub async fn simulate(inp: &Inputs, new_cs: &Value, opts: &SimOptions) -> anyhow
         .await
         .context("starting the simulated cluster")?;
     let client = cluster.client.clone();
+    let w0 = std::time::Instant::now();
     let (ns, name, ready) = seed(&client, inp, &nodes).await?;
+    tracing::info!("what-if: state built in {:?}", w0.elapsed());
     let config = Config {
         events: false,
         gates: opts.gates.clone(),
@@ -357,6 +371,7 @@ pub async fn simulate(inp: &Inputs, new_cs: &Value, opts: &SimOptions) -> anyhow
         simtime::Placement::SecondCore,
     );
     settle(&client, &ns, &name, ready, opts.limits.timeout).await?;
+    tracing::info!("what-if: settled at {:?} ({} virtual)", w0.elapsed(), clock.now());
     let css: Api<CloneSet> = Api::namespaced(client.clone(), &ns);
     let spec = new_cs.get("spec").cloned().context("the new CloneSet has no spec")?;
     let patch: json_patch::Patch =
@@ -368,6 +383,7 @@ pub async fn simulate(inp: &Inputs, new_cs: &Value, opts: &SimOptions) -> anyhow
         Ok(())
     };
     let mut observed = observe::observe(&client, &ns, &name, change, opts.limits).await?;
+    tracing::info!("what-if: rollout simulated at {:?}", w0.elapsed());
     for p in &mut observed.pods {
         if let Some(live) = nodes.to_live.get(&p.node) {
             p.node.clone_from(live);
