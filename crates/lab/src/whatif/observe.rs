@@ -29,7 +29,7 @@ impl Default for Limits {
         Self {
             stall: Duration::from_secs(600),
             timeout: Duration::from_secs(6 * 3600),
-            tick: Duration::from_millis(500),
+            tick: Duration::from_millis(200),
         }
     }
 }
