@@ -44,9 +44,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "env",
-            patch: |_| {
-                json!([{"op": "replace", "path": "/spec/template/spec/containers/0/env/0/value", "value": "v2"}])
-            },
+            patch: |_| json!([{"op": "replace", "path": "/spec/template/spec/containers/0/env/0/value", "value": "v2"}]),
             stalls: false,
         },
         Case {
@@ -59,9 +57,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "no-fit",
-            patch: |_| {
-                json!([{"op": "replace", "path": "/spec/template/spec/containers/0/resources/requests/cpu", "value": "64"}])
-            },
+            patch: |_| json!([{"op": "replace", "path": "/spec/template/spec/containers/0/resources/requests/cpu", "value": "64"}]),
             stalls: true,
         },
     ]
@@ -87,7 +83,13 @@ fn limits(stalls: bool) -> observe::Limits {
 }
 
 /// Predicts on the embedded cluster (its own thread and runtime), from the state read from `env`.
-async fn predict(env: &Env, ns: &str, name: &str, change: &Value, stalls: bool) -> anyhow::Result<whatif::report::Run> {
+async fn predict(
+    env: &Env,
+    ns: &str,
+    name: &str,
+    change: &Value,
+    stalls: bool,
+) -> anyhow::Result<whatif::report::Run> {
     let inp = whatif::input::from_cluster(&env.client, ns, name).await?;
     let patch = Change::Json(serde_json::from_value(change.clone())?);
     let new_cs = whatif::change::apply(&inp.cloneset, &[patch])?;
@@ -96,7 +98,11 @@ async fn predict(env: &Env, ns: &str, name: &str, change: &Value, stalls: bool) 
         .and_then(Value::as_str)
         .unwrap_or("ReCreate")
         .to_string();
-    let default_pull = inp.pulls.values().copied().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let default_pull = inp
+        .pulls
+        .values()
+        .copied()
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
     let opts = SimOptions {
         timing: Timing {
             pulls: inp.pulls.clone(),
@@ -135,13 +141,19 @@ async fn one(env: &Env, ns: &str, case: &Case) -> anyhow::Result<String> {
     };
     let actual = observe::observe(&env.client, ns, &name, perform, limits(case.stalls)).await?;
     let decisions = |pods: &[observe::PodFate]| -> Vec<(String, String)> {
-        pods.iter().map(|p| (p.name.clone(), p.decision.clone())).collect()
+        pods.iter()
+            .map(|p| (p.name.clone(), p.decision.clone()))
+            .collect()
     };
     let (p, a) = (decisions(&predicted.pods), decisions(&actual.pods));
     let equal = p.iter().zip(&a).filter(|(x, y)| x == y).count();
     let count = |d: &str| a.iter().filter(|(_, x)| x == d).count();
     let delta = (predicted.predicted_seconds - actual.seconds) / actual.seconds.max(1e-9);
-    let delta_text = if case.stalls { "     —".to_string() } else { format!("{:+5.1}%", 100.0 * delta) };
+    let delta_text = if case.stalls {
+        "     —".to_string()
+    } else {
+        format!("{:+5.1}%", 100.0 * delta)
+    };
     let line = format!(
         "whatif {:<16} predicted {:>6.1} s{}  actual {:>6.1} s{}  Δ {}  decisions equal {equal}/{} (in place {}, recreate {}, unchanged {}){}",
         case.name,
@@ -157,21 +169,37 @@ async fn one(env: &Env, ns: &str, case: &Case) -> anyhow::Result<String> {
         predicted
             .resize_pending
             .first()
-            .map_or(String::new(), |r| format!("; predicted resize: {} ({})", r.reason, r.message)),
+            .map_or(String::new(), |r| format!(
+                "; predicted resize: {} ({})",
+                r.reason, r.message
+            )),
     );
     println!("{line}");
     cleanup(env, ns, &name).await;
-    ensure(p == a && p.len() == REPLICAS, || format!("{line}: decisions differ: predicted {p:?}, actual {a:?}"))?;
-    ensure(predicted.completes == actual.done, || format!("{line}: one completes, the other does not"))?;
+    ensure(p == a && p.len() == REPLICAS, || {
+        format!("{line}: decisions differ: predicted {p:?}, actual {a:?}")
+    })?;
+    ensure(predicted.completes == actual.done, || {
+        format!("{line}: one completes, the other does not")
+    })?;
     if case.stalls {
         let stuck = |pods: &[observe::PodFate]| -> Vec<String> {
-            pods.iter().filter(|p| p.start.is_some() && p.end.is_none()).map(|p| p.name.clone()).collect()
+            pods.iter()
+                .filter(|p| p.start.is_some() && p.end.is_none())
+                .map(|p| p.name.clone())
+                .collect()
         };
         ensure(stuck(&predicted.pods) == stuck(&actual.pods), || {
-            format!("{line}: stuck pods differ: predicted {:?}, actual {:?}", stuck(&predicted.pods), stuck(&actual.pods))
+            format!(
+                "{line}: stuck pods differ: predicted {:?}, actual {:?}",
+                stuck(&predicted.pods),
+                stuck(&actual.pods)
+            )
         })?;
     } else {
-        ensure(delta.abs() <= TOLERANCE, || format!("{line}: duration outside ±{:.0}%", 100.0 * TOLERANCE))?;
+        ensure(delta.abs() <= TOLERANCE, || {
+            format!("{line}: duration outside ±{:.0}%", 100.0 * TOLERANCE)
+        })?;
     }
     Ok(line)
 }

@@ -121,8 +121,14 @@ mod tests {
     #[test]
     fn set_image_changes_only_the_named_container() {
         let new = apply(&cs(), &[Change::set_image("app=nginx:1.20").unwrap()]).unwrap();
-        assert_eq!(new["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.20");
-        assert_eq!(new["spec"]["template"]["spec"]["containers"][1]["image"], "busybox:1");
+        assert_eq!(
+            new["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx:1.20"
+        );
+        assert_eq!(
+            new["spec"]["template"]["spec"]["containers"][1]["image"],
+            "busybox:1"
+        );
         let all = apply(&cs(), &[Change::set_image("*=x:2").unwrap()]).unwrap();
         assert_eq!(all["spec"]["template"]["spec"]["containers"][1]["image"], "x:2");
         let e = apply(&cs(), &[Change::set_image("nope=x").unwrap()]).unwrap_err();
@@ -146,7 +152,10 @@ mod tests {
         let merge = Change::patch("spec:\n  updateStrategy:\n    partition: 2\n").unwrap();
         let new = apply(&cs(), &[merge]).unwrap();
         assert_eq!(new["spec"]["updateStrategy"]["partition"], 2);
-        assert_eq!(new["spec"]["replicas"], 4, "a merge patch keeps what it does not name");
+        assert_eq!(
+            new["spec"]["replicas"], 4,
+            "a merge patch keeps what it does not name"
+        );
         assert!(Change::patch("3").is_err());
     }
 

@@ -63,7 +63,9 @@ pub fn read_dump(path: &std::path::Path) -> anyhow::Result<Vec<Value>> {
     use std::io::Read as _;
     let mut text = String::new();
     if path.as_os_str() == "-" {
-        std::io::stdin().read_to_string(&mut text).context("reading stdin")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
     } else {
         text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     }
@@ -158,7 +160,10 @@ pub fn from_docs(docs: Vec<Value>, name: Option<&str>) -> anyhow::Result<Inputs>
         .map(|p| (**p).clone())
         .collect();
     if pods.len() < s.pods.len() {
-        notes.push(format!("left out {} terminating pod(s)", s.pods.len() - pods.len()));
+        notes.push(format!(
+            "left out {} terminating pod(s)",
+            s.pods.len() - pods.len()
+        ));
     }
     let ns = s.cloneset.metadata.namespace.clone().unwrap_or_default();
     let mut nodes = Vec::new();
@@ -192,7 +197,10 @@ pub fn from_docs(docs: Vec<Value>, name: Option<&str>) -> anyhow::Result<Inputs>
             _ => {}
         }
     }
-    let pulls = samples.into_iter().map(|(k, mut v)| (k, median(&mut v))).collect();
+    let pulls = samples
+        .into_iter()
+        .map(|(k, mut v)| (k, median(&mut v)))
+        .collect();
     if nodes.is_empty() {
         notes.push("no Node objects given: the pods' nodes get the simulator's default capacity".into());
     }
@@ -244,7 +252,11 @@ pub async fn from_cluster(client: &kube::Client, ns: &str, name: &str) -> anyhow
         .await
         .context("listing persistentvolumeclaims")?
         .items;
-    let nodes: Vec<Node> = Api::all(client.clone()).list(&lp).await.context("listing nodes")?.items;
+    let nodes: Vec<Node> = Api::all(client.clone())
+        .list(&lp)
+        .await
+        .context("listing nodes")?
+        .items;
     let events: Vec<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns)
         .list(&lp.clone().fields("reason=Pulled"))
         .await

@@ -2,12 +2,12 @@
 //! embedded cluster (virtual time) built in the live state (docs/whatif.md).
 
 pub mod change;
-pub mod synth;
 pub mod input;
 pub mod observe;
 mod plot;
 pub mod report;
 pub mod sim;
+pub mod synth;
 #[cfg(test)]
 mod tests;
 
@@ -87,7 +87,10 @@ fn target_name(t: &str) -> anyhow::Result<String> {
     let name = match t.split_once('/') {
         Some((kind, name)) => {
             anyhow::ensure!(
-                matches!(kind, "cloneset" | "clonesets" | "cs" | "clonesets.apps.kruise.io" | "cloneset.apps.kruise.io"),
+                matches!(
+                    kind,
+                    "cloneset" | "clonesets" | "cs" | "clonesets.apps.kruise.io" | "cloneset.apps.kruise.io"
+                ),
                 "{t}: only CloneSets (cloneset/NAME)"
             );
             name
@@ -158,7 +161,12 @@ fn strategy(cs: &Value) -> String {
 
 /// Simulates `new_cs` (and the other strategies given) from `inp`; each run on a fresh embedded cluster and
 /// runtime of its own (so this may be called from any thread, async or not).
-pub fn predict(inp: &Inputs, new_cs: &Value, strategies: &[String], opts: &SimOptions) -> anyhow::Result<Vec<report::Run>> {
+pub fn predict(
+    inp: &Inputs,
+    new_cs: &Value,
+    strategies: &[String],
+    opts: &SimOptions,
+) -> anyhow::Result<Vec<report::Run>> {
     let nodes = sim::node_map(inp);
     let mut runs = Vec::new();
     for s in strategies {
@@ -202,17 +210,22 @@ fn gather(args: &WhatifArgs) -> anyhow::Result<(Inputs, Option<Value>, String)> 
             dump = Some((docs, f.display().to_string()));
         }
     }
-    let name = args
-        .target
-        .as_deref()
-        .map(target_name)
-        .transpose()?
-        .or_else(|| new_cs.as_ref().and_then(|c| c.pointer("/metadata/name")?.as_str().map(str::to_string)));
+    let name = args.target.as_deref().map(target_name).transpose()?.or_else(|| {
+        new_cs
+            .as_ref()
+            .and_then(|c| c.pointer("/metadata/name")?.as_str().map(str::to_string))
+    });
     if let Some((docs, file)) = dump {
-        return Ok((input::from_docs(docs, name.as_deref())?, new_cs, format!("the dump {file}")));
+        return Ok((
+            input::from_docs(docs, name.as_deref())?,
+            new_cs,
+            format!("the dump {file}"),
+        ));
     }
     let name = name.context("name the CloneSet (cloneset/NAME) or give a dump with -f")?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let inp = rt.block_on(async {
         let client = insitu_controller::client::from_kubeconfig(args.kubeconfig.as_deref(), "whatif").await?;
         input::from_cluster(&client, &args.namespace, &name).await
@@ -261,8 +274,16 @@ pub fn main(args: WhatifArgs) -> anyhow::Result<ExitCode> {
         strategies.push(other_strategy(&new_cs).to_string());
     }
     let runs = predict(&inp, &new_cs, &strategies, &opts)?;
-    let ns = inp.cloneset.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
-    let name = inp.cloneset.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let ns = inp
+        .cloneset
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let name = inp
+        .cloneset
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let report = Report {
         cloneset: format!("{ns}/{name}"),
         replicas: inp.pods.len(),

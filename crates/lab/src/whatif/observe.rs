@@ -122,7 +122,11 @@ fn lite(p: &Pod) -> Lite {
     let (cpu, mem) = requests(p);
     Lite {
         name: p.metadata.name.clone().unwrap_or_default(),
-        node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
         rev: p
             .metadata
             .labels
@@ -139,9 +143,11 @@ fn lite(p: &Pod) -> Lite {
 }
 
 fn owned_by(p: &Pod, cs: &str) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|r| {
-        r.controller == Some(true) && r.kind == "CloneSet" && r.name == cs
-    })
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.controller == Some(true) && r.kind == "CloneSet" && r.name == cs)
 }
 
 /// The rollout is over: the controller saw the last spec, and as many pods as it expects at the update
@@ -213,7 +219,10 @@ impl State {
         o.peak_extra_pods = o.peak_extra_pods.max(s.pods.saturating_sub(self.replicas));
         o.peak_extra_cpu_milli = o.peak_extra_cpu_milli.max(cpu - o.base_cpu_milli);
         o.peak_extra_memory_bytes = o.peak_extra_memory_bytes.max(mem - o.base_memory_bytes);
-        if o.timeline.last().is_none_or(|l| (l.updated, l.ready, l.pods) != (s.updated, s.ready, s.pods)) {
+        if o.timeline
+            .last()
+            .is_none_or(|l| (l.updated, l.ready, l.pods) != (s.updated, s.ready, s.pods))
+        {
             o.timeline.push(s);
         }
     }
@@ -285,7 +294,9 @@ pub async fn observe(
     }
     let cs0 = css.get(name).await?;
     let replicas = usize::try_from(cs0.spec.replicas.unwrap_or(1)).unwrap_or(0);
-    let (cpu, mem) = initial.values().fold((0, 0), |(c, m), p: &Lite| (c + p.cpu, m + p.mem));
+    let (cpu, mem) = initial
+        .values()
+        .fold((0, 0), |(c, m), p: &Lite| (c + p.cpu, m + p.mem));
     let mut totals = Totals::default();
     for p in initial.values() {
         totals.add(p, 1);
@@ -388,16 +399,21 @@ fn finish(mut st: State, final_pods: &[Pod]) -> Observed {
         let now = st.pods.get(uid);
         let (decision, end) = match now {
             None => ("recreate", replacements.next().flatten()),
-            Some(p) if p.rev == st.update_revision && b.rev != st.update_revision => {
-                ("in-place", st.ready_at.get(uid).copied().filter(|_| p.ready && p.settled))
-            }
+            Some(p) if p.rev == st.update_revision && b.rev != st.update_revision => (
+                "in-place",
+                st.ready_at.get(uid).copied().filter(|_| p.ready && p.settled),
+            ),
             Some(_) => ("unchanged", None),
         };
         fates.push(PodFate {
             name: b.name.clone(),
             node: b.node.clone(),
             decision: decision.into(),
-            start: st.first_change.get(uid).copied().filter(|_| decision != "unchanged"),
+            start: st
+                .first_change
+                .get(uid)
+                .copied()
+                .filter(|_| decision != "unchanged"),
             end,
         });
     }

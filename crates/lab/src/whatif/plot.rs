@@ -12,17 +12,15 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
 
 /// Writes the SVG to `path`.
 pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
-    let end = r
-        .runs
-        .iter()
-        .map(|x| x.predicted_seconds)
-        .fold(1.0f64, f64::max)
-        * 1.02;
+    let end = r.runs.iter().map(|x| x.predicted_seconds).fold(1.0f64, f64::max) * 1.02;
     let top = r.replicas.max(1) as f64 * 1.05;
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("insitu whatif {}: {}", r.cloneset, r.change.join("; ")), ("sans-serif", 18))
+        .caption(
+            format!("insitu whatif {}: {}", r.cloneset, r.change.join("; ")),
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
@@ -34,7 +32,11 @@ pub fn write_svg(path: &Path, r: &Report) -> anyhow::Result<()> {
         .y_desc("pods updated")
         .draw()
         .map_err(err)?;
-    let colors = [RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44)];
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+    ];
     for (run, color) in r.runs.iter().zip(colors.iter().cycle()) {
         let mut pts = Vec::with_capacity(run.timeline.len() * 2 + 1);
         let mut last: Option<f64> = None;

@@ -162,7 +162,9 @@ pub fn groups(pods: &[PodFate], strategy: &str, planner: &BTreeMap<String, (Stri
     let mut map: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for f in pods {
         let r = reason(f, strategy, planner.get(&f.name));
-        map.entry((f.decision.clone(), r)).or_default().push(f.name.clone());
+        map.entry((f.decision.clone(), r))
+            .or_default()
+            .push(f.name.clone());
     }
     map.into_iter()
         .map(|((decision, reason), names)| Group {
@@ -177,10 +179,18 @@ pub fn groups(pods: &[PodFate], strategy: &str, planner: &BTreeMap<String, (Stri
 /// What a stuck resize meets: the apiserver refuses a pod whose requests exceed its node's allocatable
 /// (PodResize admission), the kubelet defers one that does not fit beside the node's other pods or calls it
 /// infeasible (its `PodResizePending` condition).
-fn stuck_resize(p: &Pod, new_req: (i64, i64), allocatable: Option<(i64, i64)>) -> Option<(String, String, String)> {
+fn stuck_resize(
+    p: &Pod,
+    new_req: (i64, i64),
+    allocatable: Option<(i64, i64)>,
+) -> Option<(String, String, String)> {
     if let Some((reason, message)) = insitu_core::vertical::resize_pending(p) {
         let waits = podwhy::stage(p).1;
-        let then = if waits.is_empty() { "the kubelet retries the resize".into() } else { waits.join("; ") };
+        let then = if waits.is_empty() {
+            "the kubelet retries the resize".into()
+        } else {
+            waits.join("; ")
+        };
         return Some((reason, message, then));
     }
     let (cpu, mem) = allocatable?;
@@ -210,7 +220,11 @@ pub fn pending(obs: &Observed, nodes: &super::sim::NodeMap, new_req: (i64, i64))
         .iter()
         .filter(|p| p.metadata.name.as_deref().is_some_and(|n| stuck.contains(n)))
         .filter_map(|p| {
-            let sim_node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let sim_node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
             let node = nodes.to_live.get(&sim_node).cloned().unwrap_or(sim_node);
             let alloc = nodes.allocatable.get(&node).copied().or(nodes.capacity);
             let (reason, message, then) = stuck_resize(p, new_req, alloc)?;
@@ -226,7 +240,11 @@ pub fn pending(obs: &Observed, nodes: &super::sim::NodeMap, new_req: (i64, i64))
 }
 
 fn percent(extra: i64, base: i64) -> f64 {
-    if base > 0 { 100.0 * extra as f64 / base as f64 } else { 0.0 }
+    if base > 0 {
+        100.0 * extra as f64 / base as f64
+    } else {
+        0.0
+    }
 }
 
 /// One run's figures from what was observed.
@@ -303,15 +321,29 @@ fn render_run(s: &mut String, r: &Run) {
     let shown = 12;
     for (i, b) in r.batches.iter().enumerate().take(shown) {
         let end = b.end.map_or("not done".to_string(), |e| format!("{e:7.1} s"));
-        let _ = writeln!(s, "    #{:<3} start {:7.1} s  end {end}  {} pods", i + 1, b.start, b.pods);
+        let _ = writeln!(
+            s,
+            "    #{:<3} start {:7.1} s  end {end}  {} pods",
+            i + 1,
+            b.start,
+            b.pods
+        );
     }
     if r.batches.len() > shown {
-        let _ = writeln!(s, "    … {} more (-o json lists them all)", r.batches.len() - shown);
+        let _ = writeln!(
+            s,
+            "    … {} more (-o json lists them all)",
+            r.batches.len() - shown
+        );
     }
     if !r.resize_pending.is_empty() {
         let _ = writeln!(s, "  resizes the node cannot fit: {}", r.resize_pending.len());
         for p in r.resize_pending.iter().take(5) {
-            let _ = writeln!(s, "    {} on {}: {} ({}); then: {}", p.pod, p.node, p.reason, p.message, p.then);
+            let _ = writeln!(
+                s,
+                "    {} on {}: {} ({}); then: {}",
+                p.pod, p.node, p.reason, p.message, p.then
+            );
         }
     }
 }
@@ -369,8 +401,16 @@ mod tests {
         assert_eq!(
             b,
             vec![
-                Batch { start: 0.5, end: Some(11.0), pods: 2 },
-                Batch { start: 11.5, end: None, pods: 2 },
+                Batch {
+                    start: 0.5,
+                    end: Some(11.0),
+                    pods: 2
+                },
+                Batch {
+                    start: 11.5,
+                    end: None,
+                    pods: 2
+                },
             ]
         );
     }
@@ -396,7 +436,11 @@ mod tests {
         assert_eq!(g.len(), 3);
         assert_eq!(g[0].decision, "in-place");
         assert_eq!(g[0].pods, 2);
-        assert!(g[1].reason.contains("the planner alone said: in place"), "{}", g[1].reason);
+        assert!(
+            g[1].reason.contains("the planner alone said: in place"),
+            "{}",
+            g[1].reason
+        );
         assert_eq!(g[2].reason, "not updated: the partition");
         let g = groups(&pods[2..3], "ReCreate", &planner);
         assert_eq!(g[0].reason, "updateStrategy.type ReCreate");
@@ -413,7 +457,13 @@ mod tests {
             peak_extra_cpu_milli: 100,
             ..Observed::default()
         };
-        let run = run("InPlaceIfPossible", obs, &BTreeMap::new(), &Default::default(), (0, 0));
+        let run = run(
+            "InPlaceIfPossible",
+            obs,
+            &BTreeMap::new(),
+            &Default::default(),
+            (0, 0),
+        );
         assert!((run.peak_extra_cpu_percent - 10.0).abs() < 1e-9);
         let r = Report {
             cloneset: "d/web".into(),

@@ -84,18 +84,17 @@ pub struct NodeMap {
     pub allocatable: BTreeMap<String, (i64, i64)>,
 }
 
-fn quantity(m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, k: &str) -> Option<i128> {
+fn quantity(
+    m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    k: &str,
+) -> Option<i128> {
     parse_quantity(&m?.get(k)?.0)
 }
 
 /// Maps the live nodes (those given, and any a pod names) onto sim nodes and works out what each holds.
 pub fn node_map(inp: &Inputs) -> NodeMap {
     let mut names: BTreeSet<String> = inp.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
-    names.extend(
-        inp.pods
-            .iter()
-            .filter_map(|p| p.spec.as_ref()?.node_name.clone()),
-    );
+    names.extend(inp.pods.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()));
     let mut m = NodeMap::default();
     for (i, n) in names.iter().enumerate() {
         m.to_sim.insert(n.clone(), format!("sim-node-{i}"));
@@ -108,7 +107,8 @@ pub fn node_map(inp: &Inputs) -> NodeMap {
                 i64::try_from(cpu / 1_000_000).unwrap_or(i64::MAX),
                 i64::try_from(mem / 1_000_000_000).unwrap_or(i64::MAX),
             );
-            m.allocatable.insert(n.metadata.name.clone().unwrap_or_default(), v);
+            m.allocatable
+                .insert(n.metadata.name.clone().unwrap_or_default(), v);
         }
     }
     if let (Some(c), Some(mm)) = (
@@ -121,7 +121,9 @@ pub fn node_map(inp: &Inputs) -> NodeMap {
         }
     }
     for p in &inp.others {
-        let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
+        let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
         let (c, mem) = observe::requests(p);
         let e = m.held.entry(n).or_default();
         e.0 += c;
@@ -136,7 +138,12 @@ fn fresh_meta(meta: &ObjectMeta, owner: Option<&OwnerReference>) -> ObjectMeta {
     let owners = meta.owner_references.as_ref().map(|refs| {
         refs.iter()
             .filter(|r| r.kind == "CloneSet")
-            .filter_map(|r| owner.map(|o| OwnerReference { controller: r.controller, ..o.clone() }))
+            .filter_map(|r| {
+                owner.map(|o| OwnerReference {
+                    controller: r.controller,
+                    ..o.clone()
+                })
+            })
             .collect::<Vec<_>>()
     });
     ObjectMeta {
@@ -159,7 +166,11 @@ fn sim_pod(p: &Pod, owner: &OwnerReference, nodes: &NodeMap) -> Pod {
     if let Some(v) = spec.volumes.as_mut() {
         v.retain(|v| !injected(&v.name));
     }
-    for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
         if let Some(m) = c.volume_mounts.as_mut() {
             m.retain(|m| !injected(&m.name));
         }
@@ -173,7 +184,10 @@ fn sim_pod(p: &Pod, owner: &OwnerReference, nodes: &NodeMap) -> Pod {
 
 /// ConfigMaps the pods' env names (the sim kubelet fails a container whose `configMapKeyRef` does not
 /// resolve): stand-ins with the keys asked for.
-fn config_maps(pods: &[Pod], template: Option<&k8s_openapi::api::core::v1::PodSpec>) -> BTreeMap<String, BTreeSet<String>> {
+fn config_maps(
+    pods: &[Pod],
+    template: Option<&k8s_openapi::api::core::v1::PodSpec>,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let specs = pods.iter().filter_map(|p| p.spec.as_ref()).chain(template);
     for s in specs {
@@ -218,7 +232,9 @@ async fn ensure_ns(client: &kube::Client, ns: &str) -> anyhow::Result<()> {
 async fn label_nodes(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     for n in &inp.nodes {
-        let Some(sim) = n.metadata.name.as_ref().and_then(|l| nodes.to_sim.get(l)) else { continue };
+        let Some(sim) = n.metadata.name.as_ref().and_then(|l| nodes.to_sim.get(l)) else {
+            continue;
+        };
         let patch = json!({"metadata": {"labels": n.metadata.labels},
                            "spec": {"taints": n.spec.as_ref().and_then(|s| s.taints.clone())}});
         api.patch(sim, &PatchParams::default(), &Patch::Merge(&patch))
@@ -229,7 +245,11 @@ async fn label_nodes(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> an
 }
 
 /// Creates the CloneSet (with its stored status), its revisions, PVCs and pods, and the nodes' other load.
-async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::Result<(String, String, usize)> {
+async fn seed(
+    client: &kube::Client,
+    inp: &Inputs,
+    nodes: &NodeMap,
+) -> anyhow::Result<(String, String, usize)> {
     let cs0: CloneSet = serde_json::from_value(inp.cloneset.clone()).context("the CloneSet")?;
     let ns = cs0.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let name = cs0.metadata.name.clone().context("the CloneSet has no name")?;
@@ -241,7 +261,9 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
         if let Some(sim) = nodes.to_sim.get(live)
             && (held.0 > 0 || held.1 > 0)
         {
-            pods_load.create(&PostParams::default(), &filler(sim, *held)).await?;
+            pods_load
+                .create(&PostParams::default(), &filler(sim, *held))
+                .await?;
         }
     }
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -256,7 +278,10 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
     let mut create = cs0.clone();
     create.metadata = fresh_meta(&cs0.metadata, None);
     create.status = None;
-    let created = css.create(&PostParams::default(), &create).await.context("creating the CloneSet")?;
+    let created = css
+        .create(&PostParams::default(), &create)
+        .await
+        .context("creating the CloneSet")?;
     if let Some(status) = &cs0.status {
         // The live generation counts the live CloneSet's spec changes; here the controller has seen none yet.
         let mut status = status.clone();
@@ -271,7 +296,9 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
     for r in &inp.revisions {
         let mut r2 = r.clone();
         r2.metadata = fresh_meta(&r.metadata, Some(&owner));
-        revs.create(&PostParams::default(), &r2).await.context("creating a revision")?;
+        revs.create(&PostParams::default(), &r2)
+            .await
+            .context("creating a revision")?;
     }
     let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     for c in &inp.pvcs {
@@ -282,7 +309,9 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
             spec: Some(spec),
             status: None,
         };
-        pvcs.create(&PostParams::default(), &c2).await.context("creating a PVC")?;
+        pvcs.create(&PostParams::default(), &c2)
+            .await
+            .context("creating a PVC")?;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pp = PostParams::default();
@@ -307,13 +336,22 @@ async fn seed(client: &kube::Client, inp: &Inputs, nodes: &NodeMap) -> anyhow::R
 
 /// Waits until `want` of the CloneSet's pods are Ready and the controller has observed the CloneSet, then a
 /// little longer for the controller's first rounds to settle.
-async fn settle(client: &kube::Client, ns: &str, name: &str, want: usize, timeout: Duration) -> anyhow::Result<()> {
+async fn settle(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    want: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let css: Api<CloneSet> = Api::namespaced(client.clone(), ns);
     let start = tokio::time::Instant::now();
     loop {
         let list = pods.list(&ListParams::default()).await?.items;
-        let ready = list.iter().filter(|p| insitu_core::podtable::ready(p) == "True").count();
+        let ready = list
+            .iter()
+            .filter(|p| insitu_core::podtable::ready(p) == "True")
+            .count();
         let cs = css.get(name).await?;
         let observed = cs.status.as_ref().is_some_and(|s| {
             s.observed_generation >= cs.metadata.generation.unwrap_or(0)
@@ -333,7 +371,11 @@ async fn settle(client: &kube::Client, ns: &str, name: &str, want: usize, timeou
 
 /// One simulated rollout of `new_cs` from the state in `inp`, with the controller, on virtual time. Must run
 /// on [`simtime::runtime`].
-pub async fn simulate(inp: &Inputs, new_cs: &Value, opts: &SimOptions) -> anyhow::Result<(Observed, Vec<Value>)> {
+pub async fn simulate(
+    inp: &Inputs,
+    new_cs: &Value,
+    opts: &SimOptions,
+) -> anyhow::Result<(Observed, Vec<Value>)> {
     let nodes = node_map(inp);
     let mut capacity = NodeCapacity::default();
     if let Some((cpu, mem)) = nodes.capacity {
@@ -373,7 +415,10 @@ pub async fn simulate(inp: &Inputs, new_cs: &Value, opts: &SimOptions) -> anyhow
     settle(&client, &ns, &name, ready, opts.limits.timeout).await?;
     tracing::info!("what-if: settled at {:?} ({} virtual)", w0.elapsed(), clock.now());
     let css: Api<CloneSet> = Api::namespaced(client.clone(), &ns);
-    let spec = new_cs.get("spec").cloned().context("the new CloneSet has no spec")?;
+    let spec = new_cs
+        .get("spec")
+        .cloned()
+        .context("the new CloneSet has no spec")?;
     let patch: json_patch::Patch =
         serde_json::from_value(json!([{"op": "replace", "path": "/spec", "value": spec}]))?;
     let change = async {

@@ -75,9 +75,11 @@ pub fn dump(mut cs: CloneSet, nodes: usize) -> anyhow::Result<Vec<Value>> {
     let now = Timestamp::from_second(1_764_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
     let nodes = nodes.max(1);
     for i in 0..nodes {
-        out.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}"),
+        out.push(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}"),
             "labels": {"kubernetes.io/hostname": format!("node-{i}")}},
-            "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110000"}}}));
+            "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110000"}}}),
+        );
     }
     let template = cs.spec.template.clone();
     let cs_arc = Arc::new(cs);
@@ -116,7 +118,8 @@ pub fn main(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let cs = cloneset("big", args.pods, serde_json::to_value(mu)?)?;
     let items = dump(cs, args.nodes)?;
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let f = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let f =
+        std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     serde_json::to_writer(std::io::BufWriter::new(f), &list)?;
     eprintln!(
         "wrote {} ({} pods of CloneSet default/big on {} nodes); try: insitu whatif -f {} --set-image nginx=nginx:1.20.0",
