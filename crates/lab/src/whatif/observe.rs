@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use insitu_api::CloneSet;
 use insitu_api::quantity::parse_quantity;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::runtime::watcher;
@@ -319,6 +320,7 @@ pub async fn observe(
     };
     change.await?;
     let t0 = Instant::now();
+    st.update_revision = next_revision(client, ns, name).await?;
     st.sample(0.0);
     let mut tick = tokio::time::interval(limits.tick);
     let mut seen_new_generation = false;
@@ -366,6 +368,29 @@ pub async fn observe(
         }
     }
     Ok(finish(st, &pods_of(client, ns, name).await?))
+}
+
+/// The revision the controller will roll to, computed from the changed CloneSet and its revisions as the
+/// controller does (Kruise `getActiveRevisions`), so that the first samples count the right pods as updated.
+async fn next_revision(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<String> {
+    let cs: CloneSet = Api::namespaced(client.clone(), ns).get(name).await?;
+    let revs: Vec<std::sync::Arc<ControllerRevision>> =
+        Api::<ControllerRevision>::namespaced(client.clone(), ns)
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "CloneSet" && o.name == name)
+            })
+            .map(std::sync::Arc::new)
+            .collect();
+    let ar = insitu_core::revision::active_revisions(&cs, &revs);
+    Ok(ar.update.metadata.name.clone().unwrap_or_default())
 }
 
 async fn pods_of(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<Vec<Pod>> {
