@@ -286,7 +286,10 @@ pub fn main(args: WhatifArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or("");
     let report = Report {
         cloneset: format!("{ns}/{name}"),
-        replicas: inp.pods.len(),
+        replicas: new_cs
+            .pointer("/spec/replicas")
+            .and_then(Value::as_u64)
+            .map_or(inp.pods.len(), |r| usize::try_from(r).unwrap_or(usize::MAX)),
         change: changes.iter().map(Change::describe).collect(),
         source,
         nodes: sim::node_map(&inp).to_sim.len(),
