@@ -44,8 +44,12 @@ fn v1alpha1_fields_carry_over_unchanged_and_the_version_changes() {
     );
     let b = to_v1beta1(&a).unwrap();
     assert_eq!(b["apiVersion"], V1BETA1);
+    let mut expected = a["spec"].clone();
+    // v1beta1 always has a retention policy (Kruise's default, the CRD's default): implied by v1alpha1.
+    expected["persistentVolumeClaimRetentionPolicy"] =
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"});
     assert_eq!(
-        b["spec"], a["spec"],
+        b["spec"], expected,
         "every v1alpha1 spec field is v1beta1's too, spelt alike"
     );
     assert!(preserved(&b).is_none());
@@ -103,6 +107,27 @@ fn a_v1alpha1_edit_keeps_the_v1beta1_fields() {
         back.pointer("/metadata/annotations").is_none(),
         "no annotations map left behind"
     );
+}
+
+#[test]
+fn the_default_retention_policy_is_implied_and_no_policy_is_kept() {
+    let b = sts(
+        V1BETA1,
+        json!({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}}),
+    );
+    let a = to_v1alpha1(&b).unwrap();
+    assert!(
+        preserved(&a).is_none(),
+        "a defaulted object reads as v1alpha1 without the annotation"
+    );
+    assert_eq!(to_v1beta1(&a).unwrap(), b);
+    let none = sts(V1BETA1, json!({}));
+    let a = to_v1alpha1(&none).unwrap();
+    assert_eq!(
+        preserved(&a).unwrap()["spec"],
+        json!({"persistentVolumeClaimRetentionPolicy": null})
+    );
+    assert_eq!(to_v1beta1(&a).unwrap(), none);
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! [`crate::conversion::PRESERVED_ANNOTATION`] of the v1alpha1 object (`{"apiVersion": v1beta1, "spec": {...},
 //! "status": {...}}`) and put back on the way to v1beta1, so both round trips are the identity. A spec or
 //! status field v1alpha1 does not know (v1beta1's, or any other) is moved, so nothing the apiserver stored is
-//! pruned by a conversion.
+//! pruned by a conversion. One exception keeps defaulted objects free of the annotation: the default
+//! `persistentVolumeClaimRetentionPolicy` (`Retain`/`Retain`, which v1beta1 always has) is implied, dropped on the
+//! way to v1alpha1 and written on the way back.
 
 use serde_json::{Map, Value, json};
 
@@ -102,6 +104,32 @@ fn take_extra(obj: &mut Value, section: &str, known: &[&str]) -> Option<Map<Stri
     (!moved.is_empty()).then_some(moved)
 }
 
+/// v1beta1's `persistentVolumeClaimRetentionPolicy`, which the CRD's v1beta1 schema defaults (Kruise's
+/// `SetDefaultsStatefulSet` with `StatefulSetAutoDeletePVC`, on by default) to [`default_retention_policy`].
+const POLICY: &str = "persistentVolumeClaimRetentionPolicy";
+
+/// `{"whenDeleted": "Retain", "whenScaled": "Retain"}`.
+pub fn default_retention_policy() -> Value {
+    json!({"whenDeleted": "Retain", "whenScaled": "Retain"})
+}
+
+/// The default retention policy is implied, not kept: v1beta1 → v1alpha1 drops it silently and v1alpha1 →
+/// v1beta1 writes it unless the v1beta1 object had another one (kept) or none (kept as `null`). Without this,
+/// every defaulted v1beta1 object would read as v1alpha1 with a preserved annotation.
+fn drop_default_policy(obj: &mut Value) -> bool {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    match spec.get(POLICY) {
+        Some(p) if *p == default_retention_policy() => {
+            spec.remove(POLICY);
+            false
+        }
+        None => true,
+        Some(_) => false,
+    }
+}
+
 fn to_alpha(obj: &mut Value) {
     // A preserved annotation on a v1beta1 object is stale (written by hand or copied): it is dropped, as the
     // fields it would describe are in the object itself.
@@ -113,6 +141,7 @@ fn to_alpha(obj: &mut Value) {
     {
         a.remove(PRESERVED_ANNOTATION);
     }
+    let policy_absent = drop_default_policy(obj);
     let mut kept = Map::new();
     for (section, known) in [
         ("spec", &V1ALPHA1_SPEC_FIELDS[..]),
@@ -121,6 +150,9 @@ fn to_alpha(obj: &mut Value) {
         if let Some(moved) = take_extra(obj, section, known) {
             kept.insert(section.to_string(), Value::Object(moved));
         }
+    }
+    if policy_absent && let Some(spec) = kept.entry("spec").or_insert_with(|| json!({})).as_object_mut() {
+        spec.insert(POLICY.into(), Value::Null);
     }
     if kept.is_empty() || !obj.is_object() {
         return;
@@ -148,9 +180,14 @@ fn to_alpha(obj: &mut Value) {
 }
 
 fn to_beta(obj: &mut Value) {
-    let Some(kept) = take_preserved(obj) else {
-        return;
-    };
+    let kept = take_preserved(obj).unwrap_or_default();
+    let policy_kept = kept
+        .get("spec")
+        .and_then(Value::as_object)
+        .is_some_and(|s| s.contains_key(POLICY));
+    if !policy_kept && let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.entry(POLICY).or_insert_with(default_retention_policy);
+    }
     for section in ["spec", "status"] {
         let Some(fields) = kept.get(section).and_then(Value::as_object) else {
             continue;
@@ -160,7 +197,7 @@ fn to_beta(obj: &mut Value) {
         let Some(target) = target.as_object_mut() else {
             continue;
         };
-        for (k, v) in fields {
+        for (k, v) in fields.iter().filter(|(_, v)| !v.is_null()) {
             // A field the v1alpha1 object itself carries wins over the kept one.
             target.entry(k.clone()).or_insert_with(|| v.clone());
         }
