@@ -48,7 +48,7 @@ pub enum ConversionError {
     #[error("conversion: the object is not a JSON object")]
     NotAnObject,
     #[error(
-        "conversion: apiVersion {0:?} is not a served CloneSet version (use apps.kruise.io/v1alpha1 or apps.kruise.io/v1beta1)"
+        "conversion: apiVersion {0:?} is not a served version (use apps.kruise.io/v1alpha1 or apps.kruise.io/v1beta1)"
     )]
     UnknownVersion(String),
 }
@@ -75,6 +75,17 @@ pub fn convert(obj: &Value, desired_api_version: &str) -> Result<Value, Conversi
     } else {
         convert_with(obj, V1ALPHA1, &Direction::ToAlpha)
     })
+}
+
+/// Converts a CloneSet or an Advanced StatefulSet (by its `kind`: `StatefulSet` goes to
+/// `crate::statefulset::conversion`, anything else is taken for a CloneSet) to `desired_api_version`: what the
+/// conversion webhook does for each object, since both CRDs name the same webhook.
+pub fn convert_kind(obj: &Value, desired_api_version: &str) -> Result<Value, ConversionError> {
+    if obj.get("kind").and_then(Value::as_str) == Some(crate::statefulset::defaults::KIND) {
+        crate::statefulset::conversion::convert(obj, desired_api_version)
+    } else {
+        convert(obj, desired_api_version)
+    }
 }
 
 /// v1alpha1 (or v1beta1, returned as is) → v1beta1.
@@ -582,7 +593,10 @@ fn convert_objects(request: Option<&RequestIn<'_>>, out: &mut Vec<u8>) -> Result
     for (i, raw) in request.objects.iter().flatten().enumerate() {
         let failed = |e: &dyn std::fmt::Display| format!("CloneSet {}: {e}", object_name(raw));
         let obj: Value = jsondepth::from_slice(raw.get().as_bytes()).map_err(|e| failed(&e))?;
-        let converted = convert(&obj, desired).map_err(|e| failed(&e))?;
+        let converted = convert_kind(&obj, desired).map_err(|e| {
+            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("CloneSet");
+            format!("{kind} {}: {e}", object_name(raw))
+        })?;
         drop(obj);
         if out.capacity() - out.len() < 2 * raw.get().len() + 1 {
             out.reserve_exact((out.capacity() / 8).max(2 * raw.get().len() + 1));

@@ -326,9 +326,10 @@ fn url_base(url: &str) -> &str {
     }
 }
 
-/// The MutatingWebhookConfiguration sending CloneSet CREATE/UPDATE (both versions, in the version the client
-/// wrote) to [`MUTATE_PATH`], as Kruise's `mcloneset.kb.io` (failurePolicy Fail, sideEffects None): a CloneSet
-/// written while no replica answers is refused rather than stored without Kruise's defaults.
+/// The MutatingWebhookConfiguration sending CloneSet and Advanced StatefulSet CREATE/UPDATE (both versions, in
+/// the version the client wrote) to [`MUTATE_PATH`], as Kruise's `mcloneset.kb.io` and `mstatefulset.kb.io`
+/// (failurePolicy Fail, sideEffects None): an object written while no replica answers is refused rather than
+/// stored without Kruise's defaults.
 pub fn mutating_webhook_configuration(target: &WebhookTarget, ca_bundle_b64: Option<&str>) -> Value {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -346,7 +347,7 @@ pub fn mutating_webhook_configuration(target: &WebhookTarget, ca_bundle_b64: Opt
                 "apiGroups": ["apps.kruise.io"],
                 "apiVersions": ["v1alpha1", "v1beta1"],
                 "operations": ["CREATE", "UPDATE"],
-                "resources": ["clonesets"],
+                "resources": ["clonesets", "statefulsets"],
                 "scope": "Namespaced"
             }]
         }]
@@ -452,12 +453,15 @@ pub fn crd_for(target: &WebhookTarget) -> CustomResourceDefinition {
     serde_json::from_value(v).unwrap_or(alpha)
 }
 
-/// The CRD rendered as YAML (what `insitu crd` prints and `deploy/crd.yaml` holds).
+/// The CRDs rendered as YAML (what `insitu crd` prints and `deploy/crd.yaml` holds): the CloneSet CRD, then
+/// the Advanced StatefulSet CRD (`crate::statefulset::crd`), as two documents.
 pub fn crd_yaml() -> String {
     crd_yaml_for(&default_webhook_target())
 }
 
-/// The CRD for `target`, as YAML.
+/// The CRDs for `target`, as YAML.
 pub fn crd_yaml_for(target: &WebhookTarget) -> String {
-    serde_saphyr::to_string(&crd_for(target)).unwrap_or_default()
+    let cloneset = serde_saphyr::to_string(&crd_for(target)).unwrap_or_default();
+    let statefulset = serde_saphyr::to_string(&crate::statefulset::crd::crd_for(target)).unwrap_or_default();
+    format!("{cloneset}---\n{statefulset}")
 }

@@ -1,5 +1,5 @@
-//! CloneSet API (`apps.kruise.io/v1alpha1` and `v1beta1`): types, conversion, well-known keys, in-place annotations,
-//! CRD, defaults and validation.
+//! CloneSet and Advanced StatefulSet APIs (`apps.kruise.io/v1alpha1` and `v1beta1`): types, conversion, well-known
+//! keys, in-place annotations, CRDs, defaults and validation.
 #![forbid(unsafe_code)]
 
 pub mod cloneset;
@@ -11,6 +11,7 @@ pub mod inplace;
 pub mod jsondepth;
 pub mod keys;
 pub mod quantity;
+pub mod statefulset;
 pub mod v1beta1;
 pub mod validation;
 

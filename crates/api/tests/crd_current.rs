@@ -15,6 +15,30 @@ fn committed_crd_is_current() {
     );
 }
 
+/// The chart's `crds/` holds the same CRDs, one file per CRD (a chart cannot read `deploy/`).
+#[test]
+fn chart_crds_are_the_committed_ones() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/insitu/crds");
+    let generated = insitu_api::crd::crd_yaml();
+    let (cloneset, statefulset) = generated.split_once("\n---\n").expect("two CRD documents");
+    let files = [
+        ("clonesets.apps.kruise.io.yaml", format!("{cloneset}\n")),
+        ("statefulsets.apps.kruise.io.yaml", statefulset.to_string()),
+    ];
+    for (file, want) in files {
+        let path = format!("{dir}/{file}");
+        if std::env::var_os("UPDATE_CRD").is_some() {
+            std::fs::write(&path, &want).expect("write the chart's CRD");
+            continue;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == want,
+            "charts/insitu/crds/{file} is stale: regenerate with UPDATE_CRD=1 cargo test -p insitu-api --test crd_current"
+        );
+    }
+}
+
 #[test]
 fn crd_has_kruise_identity() {
     let crd = insitu_api::crd::crd();

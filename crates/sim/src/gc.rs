@@ -37,12 +37,13 @@ pub struct GcConfig {
 }
 
 impl Default for GcConfig {
-    /// CloneSets own pods, revisions, PVCs and ImagePullJobs; pods own the PVCs handed over to them (Kruise
+    /// CloneSets (and Advanced StatefulSets) own pods, revisions, PVCs and ImagePullJobs; pods own the PVCs handed over to them (Kruise
     /// disablePVCReuse) and their launch-priority barrier ConfigMaps, which go when the pod goes.
     fn default() -> Self {
         Self {
             owners: vec![
                 ApiResource::erase::<insitu_api::CloneSet>(&()),
+                ApiResource::erase::<insitu_api::statefulset::StatefulSet>(&()),
                 ApiResource::erase::<Pod>(&()),
             ],
             dependents: vec![

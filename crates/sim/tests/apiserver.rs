@@ -1045,6 +1045,9 @@ async fn kubectl_shapes_discovery_tables_version() {
             "clonesets",
             "clonesets/status",
             "clonesets/scale",
+            "statefulsets",
+            "statefulsets/status",
+            "statefulsets/scale",
             "imagepulljobs",
             "imagepulljobs/status"
         ]

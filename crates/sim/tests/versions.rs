@@ -217,6 +217,9 @@ async fn discovery_serves_both_versions_v1beta1_preferred() {
                 "clonesets",
                 "clonesets/status",
                 "clonesets/scale",
+                "statefulsets",
+                "statefulsets/status",
+                "statefulsets/scale",
                 "imagepulljobs",
                 "imagepulljobs/status"
             ],

@@ -115,13 +115,23 @@ pub struct Admitted {
     pub warnings: Vec<String>,
 }
 
-/// The defaulting webhook's whole answer for a CREATE or UPDATE: the v1alpha1 spelling of v1beta1's rolling-update
+/// The defaulting webhook's whole answer for a CREATE or UPDATE (an Advanced StatefulSet gets
+/// `crate::statefulset::defaults::admit`): the v1alpha1 spelling of v1beta1's rolling-update
 /// fields moved ([`legacy::lift`]; `Err` when the request sets both spellings differently), then [`admit`], and
 /// the warnings for an update that will recreate pods the writer likely meant to update in place.
 pub fn admit_request(
     obj: &Value,
     old: Option<&Value>,
 ) -> Result<Admitted, Vec<crate::validation::FieldError>> {
+    if crate::statefulset::defaults::is_statefulset(obj) {
+        // Advanced StatefulSets share the webhook (`crate::crd::mutating_webhook_configuration`): Kruise's
+        // `SetDefaultsStatefulSet`, no legacy spelling to move, no template warnings.
+        let object = crate::statefulset::defaults::admit(obj, old);
+        return Ok(Admitted {
+            object,
+            warnings: Vec::new(),
+        });
+    }
     let lifted = legacy::lift(obj, old)?;
     let object = admit(lifted.as_ref().unwrap_or(obj), old);
     let warnings = old.map_or_else(Vec::new, |o| warnings::template_warnings(&object, o));

@@ -30,7 +30,7 @@ use crate::{CloneSet, CloneSetSpec, CloneSetUpdateStrategy, CloneSetUpdateStrate
 
 pub(crate) use selector::validate_labels;
 pub use selector::{format_selector, selector_matches};
-use selector::{selector_is_empty, selector_parse_error, validate_label_selector};
+pub(crate) use selector::{selector_is_empty, selector_parse_error, validate_label_selector};
 
 /// Kind of a field error, as apimachinery's `field.ErrorType`. The `String` payloads are the rendered bad value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub fn quote(s: &str) -> String {
 }
 
 /// A JSON-rendered value (what apimachinery prints for a bad map/struct/list value).
-fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
@@ -211,7 +211,7 @@ pub fn validate_update(new: &CloneSet, old: &CloneSet) -> Vec<FieldError> {
 }
 
 /// The template spec as Go's `json.Marshal` would see it: nulls and empty lists dropped (all `omitempty`).
-fn normalized<T: serde::Serialize>(v: &T) -> serde_json::Value {
+pub(crate) fn normalized<T: serde::Serialize>(v: &T) -> serde_json::Value {
     fn prune(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::Object(m) => {
@@ -227,7 +227,7 @@ fn normalized<T: serde::Serialize>(v: &T) -> serde_json::Value {
     v
 }
 
-fn is_container_image_path(path: &str) -> bool {
+pub(crate) fn is_container_image_path(path: &str) -> bool {
     let Some(rest) = path.strip_prefix("/containers/") else {
         return false;
     };
@@ -490,7 +490,7 @@ fn validate_update_strategy(strategy: &CloneSetUpdateStrategy, replicas: i32, er
 }
 
 /// `UpdatePriorityStrategy.FieldsValidation`: the first problem.
-fn priority_error(p: &crate::UpdatePriorityStrategy) -> Option<String> {
+pub(crate) fn priority_error(p: &crate::UpdatePriorityStrategy) -> Option<String> {
     if !p.weight_priority.is_empty() && !p.order_priority.is_empty() {
         return Some(msg::ONLY_ONE_PRIORITY.into());
     }

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{FieldError, forbidden, format, invalid, json, quote, required};
 
-pub(super) fn selector_is_empty(sel: &LabelSelector) -> bool {
+pub(crate) fn selector_is_empty(sel: &LabelSelector) -> bool {
     sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
         && sel.match_expressions.as_ref().is_none_or(Vec::is_empty)
 }
@@ -71,7 +71,7 @@ pub(crate) fn validate_labels(labels: &BTreeMap<String, String>, path: &str) -> 
 }
 
 /// apimachinery `ValidateLabelSelector` (without `AllowInvalidLabelValueInSelector`, as Kruise calls it).
-pub(super) fn validate_label_selector(sel: &LabelSelector, path: &str) -> Vec<FieldError> {
+pub(crate) fn validate_label_selector(sel: &LabelSelector, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(ml) = &sel.match_labels {
         errs.extend(validate_labels(ml, &format!("{path}.matchLabels")));
@@ -108,7 +108,7 @@ pub(super) fn validate_label_selector(sel: &LabelSelector, path: &str) -> Vec<Fi
 }
 
 /// The error `metav1.LabelSelectorAsSelector` would return for `sel`, if any (first failing requirement).
-pub(super) fn selector_parse_error(sel: &LabelSelector) -> Option<String> {
+pub(crate) fn selector_parse_error(sel: &LabelSelector) -> Option<String> {
     let requirement = |key: &str, op: &str, vals: &[String]| -> Option<String> {
         let mut errs = Vec::new();
         let key_errs = format::qualified_name(key);

@@ -28,6 +28,10 @@ use tokio::sync::watch;
 /// The CloneSet CRD's name.
 pub const CRD_NAME: &str = "clonesets.apps.kruise.io";
 
+/// The Advanced StatefulSet CRD's name (`insitu crd` installs it beside the CloneSet CRD, converted by the same
+/// webhook).
+pub const STATEFULSET_CRD_NAME: &str = insitu_api::statefulset::crd::CRD_NAME;
+
 /// How the webhook is served and reached.
 #[derive(Clone, Debug)]
 pub struct WebhookConfig {
@@ -221,6 +225,16 @@ async fn trust_current(client: &kube::Client, target: &WebhookTarget, ca_pem: &s
     ) {
         return false;
     }
+    // The Advanced StatefulSet CRD names the same webhook; absent (or not ours to read) it needs nothing.
+    if let Ok(Some(sts)) = crds.get_opt(STATEFULSET_CRD_NAME).await {
+        let have = serde_json::to_value(&sts).unwrap_or_default();
+        if !client_config_matches(
+            have.pointer("/spec/conversion/webhook/clientConfig"),
+            &want["webhook"]["clientConfig"],
+        ) {
+            return false;
+        }
+    }
     let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     match configs.get_opt(insitu_api::crd::MUTATING_CONFIG_NAME).await {
         Ok(Some(c)) => {
@@ -313,8 +327,8 @@ pub async fn patch_mutating(
     Ok(())
 }
 
-/// Points the CRD's conversion webhook at `target` with `ca_pem` as its CA bundle (a merge patch that also
-/// clears the other kind of client config).
+/// Points the CRDs' conversion webhook (CloneSet's, and the Advanced StatefulSet's where installed) at `target`
+/// with `ca_pem` as its CA bundle (a merge patch that also clears the other kind of client config).
 pub async fn patch_crd(
     crds: &Api<CustomResourceDefinition>,
     target: &WebhookTarget,
@@ -334,6 +348,22 @@ pub async fn patch_crd(
         .map_err(|e| {
             anyhow::anyhow!("patching CRD {CRD_NAME}: {e} (the controller needs get/patch on it)")
         })?;
+    // The Advanced StatefulSet CRD, where installed: not there, or older RBAC, leaves CloneSets working.
+    match crds
+        .patch(
+            STATEFULSET_CRD_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(kube::Error::Api(s)) if s.code == 403 => tracing::warn!(
+            "may not patch CRD {STATEFULSET_CRD_NAME}: its conversion webhook is not trusted (apply deploy/rbac.yaml)"
+        ),
+        Err(e) => anyhow::bail!("patching CRD {STATEFULSET_CRD_NAME}: {e}"),
+    }
     Ok(())
 }
 

@@ -125,8 +125,8 @@ impl FieldCheck {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if view.is_cloneset() {
-            let schema = structural::schema(&view.api_version());
+        if view.is_kruise_workload() {
+            let schema = structural::schema(view.kind, &view.api_version());
             let mut errs = Vec::new();
             walk_schema(obj, schema, "", &mut unknown, &mut errs);
             if !errs.is_empty() {
@@ -156,7 +156,7 @@ impl FieldCheck {
                 Some(Err(e)) => return Err(decode_error(view, obj, source, &e)),
             }
         }
-        if view.is_cloneset() || view.resource != "customresourcedefinitions" {
+        if view.is_kruise_workload() || view.resource != "customresourcedefinitions" {
             metadata_unknown(obj, &mut unknown);
         }
         let duplicated = &self.duplicates;
@@ -169,7 +169,7 @@ impl FieldCheck {
         // and unknown fields together; a custom resource's decoder only finds duplicates, and the CRD handler
         // adds every field its pruning dropped (apiextensions-apiserver `schemaCoercingDecoder.Decode`).
         const DECODER_STRICT_ERRORS: usize = 100;
-        let unknown_cap = if view.is_cloneset() {
+        let unknown_cap = if view.is_kruise_workload() {
             usize::MAX
         } else {
             DECODER_STRICT_ERRORS.saturating_sub(duplicated.len().min(DECODER_STRICT_ERRORS))

@@ -221,6 +221,9 @@ impl ApiServer {
         if let Ok(crd) = serde_json::to_value(insitu_api::crd::crd()) {
             let _ = self.create_value(handlers::rt_crds(), "", crd);
         }
+        if let Ok(crd) = serde_json::to_value(insitu_api::statefulset::crd::crd()) {
+            let _ = self.create_value(handlers::rt_crds(), "", crd);
+        }
     }
 
     /// The full REST API.

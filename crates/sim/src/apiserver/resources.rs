@@ -89,6 +89,18 @@ impl ResourceType {
         self.group == "apps.kruise.io" && self.resource == "clonesets"
     }
 
+    /// Whether this is Kruise's Advanced StatefulSet custom resource (`statefulsets.apps.kruise.io`).
+    pub fn is_advanced_statefulset(&self) -> bool {
+        self.group == "apps.kruise.io" && self.resource == "statefulsets"
+    }
+
+    /// Whether this is one of the Kruise workloads served from insitu's CRDs (CloneSet, Advanced StatefulSet):
+    /// stored in v1beta1, converted with `insitu_api`, pruned and defaulted by the CRD's structural schema,
+    /// admitted by Kruise's defaults and validation.
+    pub fn is_kruise_workload(&self) -> bool {
+        self.is_cloneset() || self.is_advanced_statefulset()
+    }
+
     /// Whether this is Kruise's ImagePullJob custom resource.
     pub fn is_image_pull_job(&self) -> bool {
         self.group == "apps.kruise.io" && self.resource == "imagepulljobs"
@@ -163,6 +175,28 @@ const fn cloneset(version: &'static str) -> ResourceType {
         namespaced: true,
         short_names: &["clone"],
         categories: &["all"],
+        subresources: &["status", "scale"],
+        smp: false,
+        generation: true,
+        create_on_update: false,
+        return_deleted: false,
+        fields: &[],
+    }
+}
+
+/// Kruise's Advanced StatefulSet as `insitu crd` serves it (`insitu_api::statefulset::crd`, Kruise's names): every
+/// version a view of the same v1beta1 storage; short names `sts` and `asts`, no categories (Kruise's CRD has
+/// none), status and scale subresources.
+const fn advanced_statefulset(version: &'static str) -> ResourceType {
+    ResourceType {
+        group: "apps.kruise.io",
+        version,
+        resource: "statefulsets",
+        singular: "statefulset",
+        kind: "StatefulSet",
+        namespaced: true,
+        short_names: &["sts", "asts"],
+        categories: &[],
         subresources: &["status", "scale"],
         smp: false,
         generation: true,
@@ -337,6 +371,9 @@ pub static RESOURCES: &[ResourceType] = &[
     // view of the same storage.
     cloneset("v1beta1"),
     cloneset("v1alpha1"),
+    // Advanced StatefulSets, likewise (no controller acts on them yet).
+    advanced_statefulset("v1beta1"),
+    advanced_statefulset("v1alpha1"),
     // Container launch-priority barriers (`<pod>-barrier`, owned by their pod).
     ResourceType {
         group: "",

@@ -1,23 +1,33 @@
-//! Structural-schema pruning, null-dropping and defaulting for the CloneSet CR, as the CRD handler does.
+//! Structural-schema pruning, null-dropping and defaulting for the CloneSet and Advanced StatefulSet CRs, as the
+//! CRD handler does.
 
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-/// The CloneSet's `openAPIV3Schema` of each served version, computed once.
-pub(super) fn schema(api_version: &str) -> &'static Value {
-    static SCHEMAS: OnceLock<(Value, Value)> = OnceLock::new();
-    let (alpha, beta) = SCHEMAS.get_or_init(|| {
-        let crd = serde_json::to_value(insitu_api::crd::crd()).unwrap_or(Value::Null);
-        let of = |name: &str| {
-            crd.pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .and_then(|vs| vs.iter().find(|v| v["name"] == name))
-                .and_then(|v| v.pointer("/schema/openAPIV3Schema").cloned())
-                .unwrap_or(Value::Null)
-        };
-        (of("v1alpha1"), of("v1beta1"))
-    });
+/// The `openAPIV3Schema` of each served version of one CRD.
+fn version_schemas(crd: &impl serde::Serialize) -> (Value, Value) {
+    let crd = serde_json::to_value(crd).unwrap_or(Value::Null);
+    let of = |name: &str| {
+        crd.pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|v| v["name"] == name))
+            .and_then(|v| v.pointer("/schema/openAPIV3Schema").cloned())
+            .unwrap_or(Value::Null)
+    };
+    (of("v1alpha1"), of("v1beta1"))
+}
+
+/// The `openAPIV3Schema` of a served version of the CloneSet or (`kind` `StatefulSet`) the Advanced StatefulSet,
+/// computed once.
+pub(super) fn schema(kind: &str, api_version: &str) -> &'static Value {
+    static CLONESET: OnceLock<(Value, Value)> = OnceLock::new();
+    static STATEFULSET: OnceLock<(Value, Value)> = OnceLock::new();
+    let (alpha, beta) = if kind == "StatefulSet" {
+        STATEFULSET.get_or_init(|| version_schemas(&insitu_api::statefulset::crd::crd()))
+    } else {
+        CLONESET.get_or_init(|| version_schemas(&insitu_api::crd::crd()))
+    };
     if api_version == insitu_api::conversion::V1BETA1 {
         beta
     } else {
@@ -33,7 +43,8 @@ pub fn apply(obj: &mut Value) {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let schema = schema(&version);
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let schema = schema(kind, &version);
     if schema.is_null() {
         return;
     }
@@ -106,8 +117,9 @@ fn visit(v: &mut Value, schema: &Value) {
 /// reports them (`spec.selector: Required value`), walking only objects that are present.
 pub fn missing_required(obj: &Value) -> Vec<String> {
     let version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     let mut out = Vec::new();
-    required_in(obj, schema(version), "", &mut out);
+    required_in(obj, schema(kind, version), "", &mut out);
     out
 }
 

@@ -45,7 +45,7 @@ pub struct Rule {
     pub reason: Option<&'static str>,
 }
 
-fn r(path: impl Into<String>, rule: impl Into<String>, message: impl Into<String>) -> Rule {
+pub(crate) fn r(path: impl Into<String>, rule: impl Into<String>, message: impl Into<String>) -> Rule {
     Rule {
         path: path.into(),
         rule: rule.into(),
@@ -56,24 +56,24 @@ fn r(path: impl Into<String>, rule: impl Into<String>, message: impl Into<String
 }
 
 impl Rule {
-    fn at(mut self, field_path: impl Into<String>) -> Self {
+    pub(crate) fn at(mut self, field_path: impl Into<String>) -> Self {
         self.field_path = Some(field_path.into());
         self
     }
-    fn reason(mut self, reason: &'static str) -> Self {
+    pub(crate) fn reason(mut self, reason: &'static str) -> Self {
         self.reason = Some(reason);
         self
     }
-    fn required(self) -> Self {
+    pub(crate) fn required(self) -> Self {
         self.reason("FieldValueRequired")
     }
-    fn forbidden(self) -> Self {
+    pub(crate) fn forbidden(self) -> Self {
         self.reason("FieldValueForbidden")
     }
 }
 
 /// `^[0-9]+(\.[0-9]+)?%$` as a CEL string literal.
-const PCT: &str = r"'^[0-9]+(\\.[0-9]+)?%$'";
+pub(crate) const PCT: &str = r"'^[0-9]+(\\.[0-9]+)?%$'";
 const DNS_LABEL: &str = "'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'";
 /// Label key: optional DNS-subdomain prefix and `/`, then a 1-63 character name part.
 const QUALIFIED_NAME: &str = r"'^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'";
@@ -193,7 +193,7 @@ fn number_rules() -> Vec<Rule> {
 }
 
 /// The selector's own syntax, and the template's labels matching it.
-fn selector_rules() -> Vec<Rule> {
+pub(crate) fn selector_rules() -> Vec<Rule> {
     let labels = "self.template.metadata.labels";
     let has_labels = "has(self.template.metadata) && has(self.template.metadata.labels)";
     vec![
@@ -261,7 +261,7 @@ fn selector_rules() -> Vec<Rule> {
 }
 
 /// The pod template (containers, restart policy, volumes) and the volumeClaimTemplates beside it.
-fn template_rules() -> Vec<Rule> {
+pub(crate) fn template_rules() -> Vec<Rule> {
     let mut out = vec![
         r(
             "template",

@@ -229,7 +229,7 @@ impl ApiServer {
                 }
                 pods::default_create(&mut obj);
             }
-            ("apps.kruise.io", "clonesets") => {
+            ("apps.kruise.io", "clonesets" | "statefulsets") => {
                 if let Some(o) = obj.as_object_mut() {
                     o.remove("status");
                 }

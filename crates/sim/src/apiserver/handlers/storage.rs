@@ -1,4 +1,5 @@
-//! Storage versions: request bodies to stored form, stored objects to the requested version, CloneSet admission.
+//! Storage versions: request bodies to stored form, stored objects to the requested version, CloneSet and
+//! Advanced StatefulSet admission.
 
 use serde_json::{Value, json};
 
@@ -17,7 +18,7 @@ pub(super) fn storage_rt(rt: &'static ResourceType) -> &'static ResourceType {
     if rt.is_new_events() {
         return resources::find("", "v1", "events").unwrap_or(rt);
     }
-    if rt.is_cloneset() || rt.is_image_pull_job() {
+    if rt.is_kruise_workload() || rt.is_image_pull_job() {
         return resources::find(rt.group, CLONESET_STORAGE_VERSION, rt.resource).unwrap_or(rt);
     }
     rt
@@ -31,30 +32,35 @@ fn with_api_version(mut v: Value, api_version: &str) -> Value {
     v
 }
 
-/// The CloneSet (and ImagePullJob) storage version (Kruise master's).
+/// The CloneSet (and Advanced StatefulSet, ImagePullJob) storage version (Kruise master's).
 pub(super) const CLONESET_STORAGE_VERSION: &str = "v1beta1";
 
-/// A CloneSet converted to `api_version` with `insitu_api::conversion` (the functions the webhook serves).
-/// Conversion only fails on an apiVersion that is not a CloneSet version, which the callers have ruled out.
+/// A CloneSet or Advanced StatefulSet (by its `kind`) converted to `api_version` with
+/// `insitu_api::conversion::convert_kind` (the function the webhook serves). Conversion only fails on an
+/// apiVersion that is not a served version, which the callers have ruled out.
 pub(super) fn convert_cloneset(v: Value, api_version: &str) -> Value {
     if v.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
         return v;
     }
-    insitu_api::conversion::convert(&v, api_version).unwrap_or(v)
+    insitu_api::conversion::convert_kind(&v, api_version).unwrap_or(v)
 }
 
 /// A request body converted to the stored form.
 pub(super) fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
     if rt.is_new_events() {
         events::to_core(&v)
-    } else if rt.is_cloneset() {
-        // The body is read in the version it names if that is a CloneSet version, else in the URL's.
+    } else if rt.is_kruise_workload() {
+        // The body is read in the version it names if that is a served version, else in the URL's.
         let named = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         if named != insitu_api::conversion::V1ALPHA1
             && named != insitu_api::conversion::V1BETA1
             && let Some(o) = v.as_object_mut()
         {
             o.insert("apiVersion".into(), json!(rt.api_version()));
+        }
+        if let Some(o) = v.as_object_mut() {
+            // Conversion goes by kind; the URL's kind is the one stored.
+            o.insert("kind".into(), json!(rt.kind));
         }
         convert_cloneset(v, &format!("{}/{CLONESET_STORAGE_VERSION}", rt.group))
     } else if rt.is_image_pull_job() {
@@ -70,7 +76,7 @@ pub(super) fn stored_form(rt: &ResourceType, mut v: Value) -> Value {
 pub(in crate::apiserver) fn present_value(rt: &ResourceType, v: Value) -> Value {
     if rt.is_new_events() {
         events::to_new(&v)
-    } else if rt.is_cloneset() {
+    } else if rt.is_kruise_workload() {
         convert_cloneset(v, &rt.api_version())
     } else if rt.is_image_pull_job() {
         with_api_version(v, &rt.api_version())
@@ -83,7 +89,7 @@ pub(in crate::apiserver) fn present_value(rt: &ResourceType, v: Value) -> Value 
 pub(in crate::apiserver) fn present(rt: &ResourceType, o: &Object) -> bytes::Bytes {
     if rt.is_new_events() {
         bytes::Bytes::from(serde_json::to_vec(&events::to_new(&o.value())).unwrap_or_default())
-    } else if (rt.is_cloneset() || rt.is_image_pull_job()) && rt.version != CLONESET_STORAGE_VERSION {
+    } else if (rt.is_kruise_workload() || rt.is_image_pull_job()) && rt.version != CLONESET_STORAGE_VERSION {
         bytes::Bytes::from(serde_json::to_vec(&present_value(rt, o.value())).unwrap_or_default())
     } else {
         o.bytes()
@@ -129,6 +135,12 @@ pub(super) fn admit_cloneset(
     if !missing.is_empty() {
         return Err(ApiError::invalid(view, name, &missing));
     }
+    if view.is_advanced_statefulset() {
+        validate_statefulset(view, name, &v, old)?;
+        let mut stored = stored_form(view, v);
+        structural::apply(&mut stored);
+        return Ok(stored);
+    }
     let errs = match (view.version, old) {
         ("v1beta1", None) => {
             let cs = parse_as::<insitu_api::v1beta1::CloneSet>(view, name, &v)?;
@@ -160,6 +172,25 @@ pub(super) fn admit_cloneset(
     let mut stored = stored_form(view, v);
     structural::apply(&mut stored);
     Ok(stored)
+}
+
+/// Kruise's Advanced StatefulSet webhook validation (`insitu_api::statefulset::validation`), which reads the
+/// object (and the old one) in v1beta1 whatever version the client wrote.
+fn validate_statefulset(view: &ResourceType, name: &str, v: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let beta = |o: &Value| -> ApiResult<insitu_api::statefulset::StatefulSet> {
+        let converted = convert_cloneset(o.clone(), insitu_api::conversion::V1BETA1);
+        parse_as(view, name, &converted)
+    };
+    let new = beta(v)?;
+    let errs = match old {
+        None => insitu_api::statefulset::validation::validate_create(&new),
+        Some(old) => insitu_api::statefulset::validation::validate_update(&new, &beta(old)?),
+    };
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_cloneset(view, name, &errs))
+    }
 }
 
 pub(super) fn parse_as<T: serde::de::DeserializeOwned>(

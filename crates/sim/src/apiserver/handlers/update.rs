@@ -254,7 +254,7 @@ impl ApiServer {
                 }
             }
             Mode::Status => {
-                if rt.is_cloneset() || rt.is_image_pull_job() || rt.group == "apiextensions.k8s.io" {
+                if rt.is_kruise_workload() || rt.is_image_pull_job() || rt.group == "apiextensions.k8s.io" {
                     let status = new.get("status").cloned();
                     new = old.clone();
                     if let Some(o) = new.as_object_mut() {
@@ -300,7 +300,7 @@ impl ApiServer {
                 }
             }
         }
-        if rt.is_cloneset() {
+        if rt.is_kruise_workload() {
             if mode == Mode::Main {
                 new = admit_cloneset(view, name, new, Some(old), |w| {
                     if let Some(fv) = warnings {

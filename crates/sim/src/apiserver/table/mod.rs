@@ -52,14 +52,21 @@ fn col(name: &str, ty: &'static str, format: &'static str, priority: i64, descri
 const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
-/// CRD printer columns: (column, jsonPath), computed once.
-fn crd_columns() -> &'static [(Col, String)] {
-    static COLS: std::sync::OnceLock<Vec<(Col, String)>> = std::sync::OnceLock::new();
-    COLS.get_or_init(build_crd_columns)
+/// CRD printer columns: (column, jsonPath), computed once per CRD (`statefulsets`: the Advanced StatefulSet's,
+/// anything else the CloneSet's).
+fn crd_columns(resource: &str) -> &'static [(Col, String)] {
+    static CLONESET: std::sync::OnceLock<Vec<(Col, String)>> = std::sync::OnceLock::new();
+    static STATEFULSET: std::sync::OnceLock<Vec<(Col, String)>> = std::sync::OnceLock::new();
+    if resource == "statefulsets" {
+        STATEFULSET.get_or_init(|| build_crd_columns(&insitu_api::statefulset::crd::crd()))
+    } else {
+        CLONESET.get_or_init(|| build_crd_columns(&insitu_api::crd::crd()))
+    }
 }
 
-fn build_crd_columns() -> Vec<(Col, String)> {
-    let crd = insitu_api::crd::crd();
+fn build_crd_columns(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Vec<(Col, String)> {
     let mut out = Vec::new();
     if let Some(v) = crd.spec.versions.first() {
         for c in v.additional_printer_columns.iter().flatten() {
@@ -116,11 +123,13 @@ fn columns(rt: &ResourceType) -> Vec<Col> {
             cols.push(col("Nominated Node", "string", "", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."));
             cols.push(col("Readiness Gates", "string", "", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"));
         }
-        ("apps.kruise.io", "clonesets") => cols.extend(crd_columns().iter().map(|(c, _)| Col {
-            name: c.name.clone(),
-            description: c.description.clone(),
-            ..*c
-        })),
+        ("apps.kruise.io", "clonesets" | "statefulsets") => {
+            cols.extend(crd_columns(rt.resource).iter().map(|(c, _)| Col {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                ..*c
+            }))
+        }
         ("", "secrets") => {
             cols.push(col("Type", "string", "", 0, "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types"));
             cols.push(col("Data", "string", "", 0, "Data contains the secret data."));
@@ -316,9 +325,9 @@ fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-fn crd_cells(obj: &Value, now: Timestamp) -> Vec<Value> {
+fn crd_cells(resource: &str, obj: &Value, now: Timestamp) -> Vec<Value> {
     let mut cells = vec![json!(s(obj, "/metadata/name"))];
-    for (c, path) in crd_columns() {
+    for (c, path) in crd_columns(resource) {
         let v = json_path(obj, path);
         cells.push(match (c.ty, v) {
             (_, None) | (_, Some(Value::Null)) => Value::Null,
@@ -336,7 +345,7 @@ fn cells(rt: &ResourceType, obj: &Value, now: Timestamp) -> Vec<Value> {
     let created = obj.pointer("/metadata/creationTimestamp");
     match (rt.group, rt.resource) {
         ("", "pods") => pod_cells(obj, now),
-        ("apps.kruise.io", "clonesets") => crd_cells(obj, now),
+        ("apps.kruise.io", "clonesets" | "statefulsets") => crd_cells(rt.resource, obj, now),
         ("", "namespaces") => vec![name, json!(s(obj, "/status/phase")), json!(age(created, now))],
         ("", "secrets") => {
             let n = obj.get("data").and_then(Value::as_object).map_or(0, |d| d.len());
