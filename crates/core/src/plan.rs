@@ -37,6 +37,11 @@ pub struct Plan {
     /// controller counts each (pod, update, outcome) once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resizes: Vec<ResizeSeen>,
+    /// Some template of this CloneSet (its own or an owned revision's) asks for container launch priority: the
+    /// controller runs this plan's [`Action::LaunchBarrier`] steps even in a round that then waits for its
+    /// cache (Kruise runs them in their own controller, outside the CloneSet's expectations).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launch_priority: bool,
 }
 
 /// One pod's in-place resize outcome, as the planner saw it on the pod.
@@ -217,6 +222,32 @@ pub enum Action {
     /// Remove names of pods that no longer exist from `spec.scaleStrategy.podsToDelete`.
     #[serde(rename_all = "camelCase")]
     TruncatePodsToDelete { remove: Vec<String> },
+    /// Kruise's container-launch-priority controller for one launching pod: make sure `key` is in the pod's
+    /// barrier ConfigMap `barrier` (creating it, owned by the pod, when missing), then, when `complete`, mark the
+    /// pod `apps.kruise.io/container-launch-priority-completed`. Not subject to the CloneSet's expectations.
+    #[serde(rename_all = "camelCase")]
+    LaunchBarrier {
+        pod: String,
+        uid: String,
+        barrier: String,
+        key: String,
+        complete: bool,
+    },
+    /// Image pre-download: create this ImagePullJob (`apps.kruise.io/v1beta1`, owned by the CloneSet). A
+    /// failure is an event, never a failed round (Kruise `createImagePullJobsForInPlaceUpdate`).
+    #[serde(rename_all = "camelCase")]
+    CreateImagePullJob {
+        name: String,
+        image: String,
+        job: Box<serde_json::Value>,
+    },
+    /// Image pre-download: label the update revision `label=true` (its jobs are created, or it is ignored).
+    #[serde(rename_all = "camelCase")]
+    LabelRevision { name: String, label: String },
+    /// Image pre-download: delete an owned ImagePullJob, the revisions agreeing again (Kruise
+    /// `DeleteJobsForWorkload`).
+    #[serde(rename_all = "camelCase")]
+    DeleteImagePullJob { name: String },
 }
 
 /// Why a pod write happens; drives events and metrics.

@@ -3,6 +3,7 @@
 
 mod refresh;
 mod scale;
+mod steps;
 mod update;
 
 use std::cell::OnceCell;
@@ -260,6 +261,8 @@ impl<'a> Planner<'a> {
                 &made
             }
         };
+        // The launch-priority barrier: Kruise's own controller, independent of this CloneSet's round.
+        self.launch_barriers(summaries);
         // PVCs first, as Kruise cleans them up before it looks at revisions.
         self.pvcs_in_play(summaries);
 
@@ -271,6 +274,7 @@ impl<'a> Planner<'a> {
         let current_name = revs.current.metadata.name.clone().unwrap_or_default();
         self.plan.update_revision = update_name.clone();
         self.plan.current_revision = current_name.clone();
+        self.predownload(&revs.current, &revs.update);
 
         // Pods: active ones whose labels still match the selector (Kruise claimPods releases the others).
         let pods_to_delete: HashSet<&str> = spec
