@@ -293,8 +293,7 @@ pub const MUTATE_PATH: &str = "/mutate-cloneset";
 /// reports the webhook's denial).
 pub const MUTATING_WEBHOOK_NAME: &str = "mcloneset.insitu.io";
 
-/// Name of the MutatingWebhookConfiguration for CloneSet defaults (`deploy/webhook.yaml`).
-pub const MUTATING_CONFIG_NAME: &str = "insitu-cloneset-defaults";
+pub use crate::keys::MUTATING_CONFIG_NAME;
 
 /// A webhook `clientConfig` reaching `path` on `target`: the Service with that path, or the URL's scheme and
 /// authority with that path (`--webhook-url` names the conversion endpoint; the other endpoints share its

@@ -49,6 +49,9 @@ pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-del
 pub const SCALING_EXCLUDE_PREPARING_DELETE_LABEL: &str =
     "apps.kruise.io/cloneset-scaling-exclude-preparing-delete";
 
+/// Name of the MutatingWebhookConfiguration for CloneSet defaults (`deploy/webhook.yaml`).
+pub const MUTATING_CONFIG_NAME: &str = "insitu-cloneset-defaults";
+
 /// Lifecycle states (label `lifecycle.apps.kruise.io/state`).
 pub mod lifecycle {
     pub const PREPARING_NORMAL: &str = "PreparingNormal";

@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::Store;
 
 use crate::expectations::Expectations;
-use crate::snapshot::SummaryCache;
 use crate::{Clock, Metrics};
 
 /// Controller settings.
@@ -59,23 +58,8 @@ impl Default for Config {
     }
 }
 
-/// Plan warnings already emitted (once per CloneSet UID and reason, for the controller's lifetime).
-#[derive(Default)]
-pub struct Warned(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
-
-impl Warned {
-    /// True the first time this (CloneSet UID, reason) is seen.
-    pub fn first_time(&self, uid: &str, reason: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert((uid.to_string(), reason.to_string()))
-    }
-}
-
-/// Everything a reconcile needs.
-pub struct Context {
-    pub client: kube::Client,
+/// The controller's caches (reflector stores), shared by every reconcile.
+pub struct Stores {
     pub clonesets: Store<CloneSet>,
     /// Pods, packed (metadata plus the JSON of spec and status: a fifth of a `Pod`'s memory).
     pub pods: Store<PackedPod>,
@@ -84,28 +68,30 @@ pub struct Context {
     pub nodes: Store<k8s_openapi::api::core::v1::Node>,
     /// PersistentVolumeClaims (those from volumeClaimTemplates carry an ownerReference to their CloneSet).
     pub pvcs: Store<PersistentVolumeClaim>,
-    /// Pod summaries per CloneSet, refreshed by each snapshot for the pods that changed.
-    pub summaries: SummaryCache,
-    /// Launch-priority barrier keys known to exist (see `barrier`).
-    pub barriers: crate::barrier::BarrierCache,
-    /// Plan warnings already reported, per CloneSet UID and reason.
-    pub warned: Warned,
-    /// Resize outcomes already counted in `insitu_resize_total`, per pod (see `resize`).
-    pub resizes_counted: crate::resize::Counted,
-    /// Requeue delays after failed reconciles (Kruise's workqueue rate limiter).
-    pub rate_limiter: crate::ratelimit::RateLimiter,
+}
+
+/// What the server offers, discovered once at start.
+#[derive(Clone, Debug, Default)]
+pub struct Server {
+    /// The server has `pods/resize` (≥ 1.32, Kruise `ShouldUpdateResourceByResize`): resizes go through it;
+    /// before that, in the pod update.
+    pub resize_subresource: bool,
+    /// `clonesets` of `apps.kruise.io/v1beta1` with its status subresource, when served: status is written there
+    /// (the storage version, as Kruise master writes it), else in v1alpha1.
+    pub status_resource: Option<kube::api::ApiResource>,
+}
+
+/// What every step of a reconcile shares: the client, the caches, the sinks (events, metrics, health) and the
+/// settings. A step's own memory across rounds (pod summaries, barrier keys, ImagePullJobs, warnings emitted,
+/// resizes counted, back-off) is the step's, kept by the reconciler (`reconcile::Reconciler`) and passed to it.
+pub struct Context {
+    pub client: kube::Client,
+    pub caches: Stores,
+    pub server: Server,
     pub clock: Arc<dyn Clock>,
     pub expectations: Expectations,
     pub metrics: Arc<Metrics>,
     pub health: Arc<crate::health::Health>,
     pub events: crate::events::EventSink,
     pub config: Config,
-    /// The server has `pods/resize` (≥ 1.32, Kruise `ShouldUpdateResourceByResize`): resizes go through it;
-    /// before that, in the pod update.
-    pub resize_subresource: bool,
-    /// The server's ImagePullJobs, when image pre-download is on and the server serves them (see `predownload`).
-    pub image_pull_jobs: Option<crate::predownload::ImagePullJobs>,
-    /// `clonesets` of `apps.kruise.io/v1beta1` with its status subresource, when served: status is written there
-    /// (the storage version, as Kruise master writes it), else in v1alpha1.
-    pub status_resource: Option<kube::api::ApiResource>,
 }

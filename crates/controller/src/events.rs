@@ -179,3 +179,17 @@ async fn write_events(
         }
     }
 }
+
+/// Plan warnings already emitted (once per CloneSet UID and reason, for the controller's lifetime).
+#[derive(Default)]
+pub struct Warned(std::sync::Mutex<std::collections::HashSet<(String, String)>>);
+
+impl Warned {
+    /// True the first time this (CloneSet UID, reason) is seen.
+    pub fn first_time(&self, uid: &str, reason: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((uid.to_string(), reason.to_string()))
+    }
+}

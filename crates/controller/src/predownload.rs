@@ -1,15 +1,14 @@
-//! Kruise's image pre-download for in-place updates, the I/O half: ImagePullJobs created, their revision labelled
-//! and the jobs deleted as `core::predownload` plans them, from a cache of the ImagePullJobs on the server.
+//! Kruise's image pre-download for in-place updates, the I/O half: a cache of the ImagePullJobs on the server
+//! (the snapshot gives the planner the CloneSet's), and the plan's pre-download steps carried out: ImagePullJobs
+//! created, the update revision labelled, the jobs deleted.
 //!
 //! As Kruise's CloneSet controller, this runs only when `PreDownloadImageForInPlaceUpdate` (and `KruiseDaemon`)
 //! are on and the server serves `imagepulljobs.apps.kruise.io/v1beta1` (Kruise `DiscoverGVK` at start). Who pulls
 //! is not our business: Kruise's ImagePullJob controller with kruise-daemon, or `insitu nodes` in the simulator.
 
-use std::sync::Arc;
-
 use futures::{FutureExt, StreamExt};
 use insitu_api::CloneSet;
-use insitu_core::predownload::{self, Input};
+use insitu_core::Action;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
@@ -54,8 +53,10 @@ pub fn cache(
 }
 
 impl ImagePullJobs {
-    /// Names of the jobs whose controller reference is `uid` (Kruise `DeleteJobsForWorkload`'s filter).
-    fn owned_by(&self, ns: &str, uid: &str) -> Vec<String> {
+    /// Names of the jobs whose controller reference is `uid` (Kruise `DeleteJobsForWorkload`'s filter), once
+    /// the cache has synced (until then the round plans no pre-download step; the next one does).
+    pub fn owned_by(&self, ns: &str, uid: &str) -> Option<Vec<String>> {
+        self.store.wait_until_ready().now_or_never()?.ok()?;
         let mut names: Vec<String> = self
             .store
             .state()
@@ -69,7 +70,7 @@ impl ImagePullJobs {
             .map(|j| j.name_any())
             .collect();
         names.sort();
-        names
+        Some(names)
     }
 
     fn api(&self, client: &Client, ns: &str) -> Api<DynamicObject> {
@@ -77,98 +78,72 @@ impl ImagePullJobs {
     }
 }
 
-/// Kruise's pre-download step for one CloneSet, after the round's revision writes and before its pods are
-/// scaled and updated. Errors are logged and evented, never fail the reconcile (Kruise logs them and goes on).
-///
-/// `created` are the revisions this round just created: Kruise's `getActiveRevisions` creates the update
-/// revision and `createImagePullJobsForInPlaceUpdate` uses it in the same round, so the jobs exist as soon as
-/// the rollout starts, not one reconcile later when the cache shows the revision (Kruise's e2e gives them 3 s
-/// after the CloneSet reports `Updated`).
-pub async fn sync(
-    ctx: &Context,
-    cs: &CloneSet,
-    current: &str,
-    update: &str,
-    created: &[&ControllerRevision],
-) {
-    let Some(jobs) = &ctx.image_pull_jobs else { return };
-    if jobs.store.wait_until_ready().now_or_never().is_none() {
-        return; // not synced yet: the next reconcile does it
-    }
+/// Carries out the plan's pre-download steps for one CloneSet, after the round's revision writes and before its
+/// pods are scaled and updated. Errors are logged and evented, never fail the reconcile (Kruise logs them and
+/// goes on).
+pub async fn run(ctx: &Context, jobs: Option<&ImagePullJobs>, cs: &CloneSet, steps: &[&Action]) {
+    let Some(jobs) = jobs else { return };
     let ns = cs.namespace().unwrap_or_default();
-    let uid = cs.uid().unwrap_or_default();
-    let find = |name: &str| -> Option<Arc<ControllerRevision>> {
-        ctx.revisions
-            .state()
-            .into_iter()
-            .find(|r| {
-                r.metadata.namespace.as_deref() == Some(ns.as_str())
-                    && r.metadata.name.as_deref() == Some(name)
-                    && r.owner_references().iter().any(|o| o.uid == uid)
-            })
-            .or_else(|| {
-                created
-                    .iter()
-                    .find(|r| r.metadata.name.as_deref() == Some(name))
-                    .map(|r| Arc::new((*r).clone()))
-            })
-    };
-    let (cur, upd) = (find(current), find(update));
-    let owned = jobs.owned_by(&ns, &uid);
-    let p = predownload::plan(&Input {
-        cs,
-        current: cur.as_deref(),
-        update: upd.as_deref(),
-        owned_jobs: &owned,
-        vertical: ctx.config.gates.in_place_workload_vertical_scaling,
-    });
-    tracing::debug!(cloneset = %format!("{ns}/{}", cs.name_any()), "{}", p.why);
     let api = jobs.api(&ctx.client, &ns);
-    for job in &p.create {
-        let name = job["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let image = job["spec"]["image"].as_str().unwrap_or_default().to_string();
-        let obj: DynamicObject = match serde_json::from_value(job.clone()) {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::warn!(error = %e, job = %name, "ImagePullJob does not encode");
-                continue;
+    for step in steps {
+        match step {
+            Action::CreateImagePullJob { name, image, job } => {
+                create(ctx, &api, cs, name, image, job).await;
             }
-        };
-        ctx.metrics.write("create", "imagepulljobs");
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => ctx.events.emit(
-                cs,
-                Severity::Normal,
-                CREATED_IMAGE_PULL_JOB,
-                format!("created ImagePullJob {name} for image: {image}"),
-            ),
-            Err(e) if is_status(&e, 409) => {}
-            Err(e) => ctx.events.emit(
-                cs,
-                Severity::Normal,
-                FAILED_CREATE_IMAGE_PULL_JOB,
-                format!("failed to create ImagePullJob {name}: {e}"),
-            ),
+            Action::LabelRevision { name, label } => {
+                let revs: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
+                let patch = json!({"metadata": {"labels": {label: "true"}}});
+                ctx.metrics.write("patch", "controllerrevisions");
+                if let Err(e) = revs
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    tracing::warn!(error = %e, revision = %name, label, "cannot label the revision");
+                }
+            }
+            Action::DeleteImagePullJob { name } => {
+                tracing::info!(job = %name, cloneset = %cs.name_any(), "deleting ImagePullJob for workload");
+                ctx.metrics.write("delete", "imagepulljobs");
+                match api.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 404) => {}
+                    Err(e) => tracing::warn!(error = %e, job = %name, "cannot delete the ImagePullJob"),
+                }
+            }
+            _ => {}
         }
     }
-    if let Some((rev, label)) = &p.label_revision {
-        let revs: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-        let patch = json!({"metadata": {"labels": {*label: "true"}}});
-        ctx.metrics.write("patch", "controllerrevisions");
-        if let Err(e) = revs
-            .patch(rev, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::warn!(error = %e, revision = %rev, label, "cannot label the revision");
+}
+
+async fn create(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    cs: &CloneSet,
+    name: &str,
+    image: &str,
+    job: &serde_json::Value,
+) {
+    let obj: DynamicObject = match serde_json::from_value(job.clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(error = %e, job = %name, "ImagePullJob does not encode");
+            return;
         }
-    }
-    for name in &p.delete {
-        tracing::info!(job = %name, cloneset = %cs.name_any(), "deleting ImagePullJob for workload");
-        ctx.metrics.write("delete", "imagepulljobs");
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if is_status(&e, 404) => {}
-            Err(e) => tracing::warn!(error = %e, job = %name, "cannot delete the ImagePullJob"),
-        }
+    };
+    ctx.metrics.write("create", "imagepulljobs");
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => ctx.events.emit(
+            cs,
+            Severity::Normal,
+            CREATED_IMAGE_PULL_JOB,
+            format!("created ImagePullJob {name} for image: {image}"),
+        ),
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => ctx.events.emit(
+            cs,
+            Severity::Normal,
+            FAILED_CREATE_IMAGE_PULL_JOB,
+            format!("failed to create ImagePullJob {name}: {e}"),
+        ),
     }
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::ResourceExt;
 
 use crate::Context;
-use crate::events::Severity;
+use crate::events::{Severity, Warned};
 
 /// A pod was marked for recreation (its `specified-delete` patch succeeded): say why, count it by reason.
 pub fn recreated(ctx: &Context, cs: &CloneSet, pod: &Pod, why: &PodRefusal, revision: &str) {
@@ -39,14 +39,17 @@ pub fn recreated(ctx: &Context, cs: &CloneSet, pod: &Pod, why: &PodRefusal, revi
 
 /// InPlaceOnly pods left alone because their change cannot go in place: one Warning per CloneSet and update
 /// revision (the FailedUpdate condition says it every round), naming the fields.
-pub fn refused_in_place_only(ctx: &Context, cs: &CloneSet, refusals: &[PodRefusal], revision: &str) {
+pub fn refused_in_place_only(
+    ctx: &Context,
+    warned: &Warned,
+    cs: &CloneSet,
+    refusals: &[PodRefusal],
+    revision: &str,
+) {
     let mut refused = refusals.iter().filter(|r| r.in_place_only).peekable();
     let Some(first) = refused.peek() else { return };
     let uid = cs.uid().unwrap_or_default();
-    if !ctx
-        .warned
-        .first_time(&uid, &format!("{}/{revision}", ev::IN_PLACE_ONLY_REFUSED))
-    {
+    if !warned.first_time(&uid, &format!("{}/{revision}", ev::IN_PLACE_ONLY_REFUSED)) {
         return;
     }
     let describe = first.refusal.describe();

@@ -13,11 +13,12 @@ use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, controller};
 use kube::{Api, Resource, ResourceExt};
 
+use crate::context::{Server, Stores};
 use crate::events::EventSink;
 use crate::expectations::Expectations;
 use crate::health::Health;
 use crate::lenient::{self, Lenient, Placeholder, Reporter};
-use crate::reconcile::error_policy;
+use crate::reconcile::{Reconciler, error_policy};
 use crate::stored::StoredCloneSet;
 use crate::{Clock, Config, Context, Metrics};
 
@@ -260,31 +261,30 @@ pub async fn run_with(
         }
         None => (None, futures::future::pending::<()>().boxed()),
     };
-    let reconciler = crate::offload::reconciler(config.offload.clone());
+    let reconciler = crate::reconcile::reconciler(config.offload.clone());
     let controller = Controller::for_stream(cs_stream, cs_store)
         .with_config(controller::Config::default().concurrency(config.workers));
-    let ctx = Arc::new(Context {
+    let ctx = Context {
         events,
         client,
-        clonesets: controller.store(),
-        pods: pod_store,
-        revisions: rev_store,
-        nodes: node_store,
-        pvcs: pvc_store,
-        summaries: Default::default(),
-        barriers: Default::default(),
-        warned: Default::default(),
-        resizes_counted: Default::default(),
-        rate_limiter: Default::default(),
+        caches: Stores {
+            clonesets: controller.store(),
+            pods: pod_store,
+            revisions: rev_store,
+            nodes: node_store,
+            pvcs: pvc_store,
+        },
+        server: Server {
+            resize_subresource,
+            status_resource,
+        },
         clock,
         expectations: Expectations::default(),
         metrics,
         health,
         config,
-        resize_subresource,
-        image_pull_jobs,
-        status_resource,
-    });
+    };
+    let ctx = Arc::new(Reconciler::new(ctx, image_pull_jobs));
     let controller = controller
         .watches_stream(pod_stream, |p| owning_clonesets(&p))
         .watches_stream(rev_stream, |r| owning_clonesets(&r))

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::Context;
+use crate::predownload::ImagePullJobs;
 
 /// Kruise getOwnedPods: any ownerReference with the CloneSet's UID (its field index); the planner's claimPods
 /// then tells controlled pods from adoptable ones.
@@ -153,19 +154,26 @@ impl SummaryCache {
 }
 
 /// Pods, revisions and PVCs owned by `cs`, plus `now`, as the planner wants them.
-pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
+pub fn build(
+    ctx: &Context,
+    cache: &SummaryCache,
+    jobs: Option<&ImagePullJobs>,
+    cs: Arc<CloneSet>,
+) -> Snapshot {
     let uid = cs.uid().unwrap_or_default();
     let ns = cs.namespace().unwrap_or_default();
-    let (summaries, refreshed) = ctx.summaries.refresh(&cs, &ctx.pods.state(), |p| {
+    let (summaries, refreshed) = cache.refresh(&cs, &ctx.caches.pods.state(), |p| {
         p.meta().namespace.as_deref() == Some(ns.as_str()) && references(p.owner_references(), &uid)
     });
     tracing::trace!(cloneset = %cs.name_any(), reused = refreshed.reused, made = refreshed.made, "pod summaries");
-    ctx.summaries.prune(|ns, name, uid| {
-        ctx.clonesets
+    cache.prune(|ns, name, uid| {
+        ctx.caches
+            .clonesets
             .get(&ObjectRef::new(name).within(ns))
             .is_some_and(|c| c.metadata.uid.as_deref() == Some(uid))
     });
     let revisions: Vec<Arc<ControllerRevision>> = ctx
+        .caches
         .revisions
         .state()
         .into_iter()
@@ -176,6 +184,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
     let nodes = node_labels(ctx, &cs, &summaries);
     // Kruise getOwnedPVCs: any ownerReference with the CloneSet's UID (its field index), no deletionTimestamp.
     let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
+        .caches
         .pvcs
         .state()
         .into_iter()
@@ -185,6 +194,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
                 && c.owner_references().iter().any(|r| r.uid == uid)
         })
         .collect();
+    let image_pull_jobs = jobs.and_then(|j| j.owned_by(&ns, &uid));
     // The summaries stand for the pods (packed in the cache, decoded only for the pods a plan acts on).
     Snapshot {
         cloneset: cs,
@@ -195,6 +205,7 @@ pub fn build(ctx: &Context, cs: Arc<CloneSet>) -> Snapshot {
         now: ctx.clock.now(),
         gates: ctx.config.gates.clone(),
         nodes,
+        image_pull_jobs,
     }
 }
 
@@ -216,7 +227,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[PodSummary]) -> NodeLabels 
         if node.is_empty() || out.contains_key(node) {
             continue;
         }
-        if let Some(n) = ctx.nodes.get(&ObjectRef::<Node>::new(node)) {
+        if let Some(n) = ctx.caches.nodes.get(&ObjectRef::<Node>::new(node)) {
             out.insert(node.to_string(), n.metadata.labels.clone().unwrap_or_default());
         }
     }
@@ -274,6 +285,7 @@ mod tests {
             now: "2026-01-01T00:00:00Z".parse().unwrap(),
             gates: Default::default(),
             nodes: Default::default(),
+            image_pull_jobs: None,
         };
         let raw = Snapshot {
             summaries: None,

@@ -183,6 +183,25 @@ pub fn action_line(a: &Action) -> String {
                 remove.join(", ")
             )
         }
+        Action::LaunchBarrier {
+            pod,
+            barrier,
+            key,
+            complete,
+            ..
+        } => {
+            let then = if *complete {
+                ", then mark the pod launch-priority completed"
+            } else {
+                ""
+            };
+            format!("launch priority: key {key} in ConfigMap {barrier} of pod {pod}{then}")
+        }
+        Action::CreateImagePullJob { name, image, .. } => {
+            format!("create ImagePullJob {name} (pre-download {image})")
+        }
+        Action::LabelRevision { name, label } => format!("label revision {name} {label}=true"),
+        Action::DeleteImagePullJob { name } => format!("delete ImagePullJob {name}"),
     }
 }
 

@@ -104,6 +104,9 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     // Node labels, for the topology-spread scale-down ranker (`kubectl get nodes -o yaml` in the input).
     let mut nodes = crate::sort::NodeLabels::new();
     let mut pvcs = Vec::new();
+    // ImagePullJobs the CloneSet controls: the pre-download step plans with them when its gates are on (as the
+    // controller, which then also needs the server to serve ImagePullJobs).
+    let mut jobs = Vec::new();
     let (mut skipped_pods, mut skipped_revs, mut skipped_pvcs, mut other) = (0usize, 0usize, 0usize, 0usize);
     for o in &objs {
         match kind(o) {
@@ -160,6 +163,19 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
                 }
             }
             "CloneSet" => {}
+            "ImagePullJob" => {
+                let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+                    serde_json::from_value(o.get("metadata").cloned().unwrap_or_default())
+                        .map_err(|e| format!("an ImagePullJob's metadata does not parse: {e}"))?;
+                let controlled = meta
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && Some(&r.uid) == cs.metadata.uid.as_ref());
+                if same_ns(&meta) && controlled {
+                    jobs.push(meta.name.unwrap_or_default());
+                }
+            }
             _ => other += 1,
         }
     }
@@ -199,6 +215,12 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
             revisions,
             pvcs,
             now,
+            image_pull_jobs: (gates.pre_download_image_for_in_place_update && gates.kruise_daemon).then(
+                || {
+                    jobs.sort();
+                    jobs
+                },
+            ),
             gates,
             nodes,
         },

@@ -149,6 +149,56 @@ pub fn next_step(pod: &Pod) -> Option<BarrierStep> {
     })
 }
 
+/// Whether any template this CloneSet's pods may come from asks for launch priority: its own, or an owned
+/// revision's (only then are its pods looked at: the others never carry the barrier env).
+pub fn cloneset_uses_priority(
+    cs: &insitu_api::CloneSet,
+    revisions: &[std::sync::Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
+) -> bool {
+    let tpl = &cs.spec.template;
+    if template_uses_priority(
+        tpl.spec.as_ref(),
+        tpl.metadata.as_ref().and_then(|m| m.annotations.as_ref()),
+    ) {
+        return true;
+    }
+    let uid = cs.metadata.uid.as_deref().unwrap_or_default();
+    revisions.iter().any(|r| {
+        r.metadata.owner_references.iter().flatten().any(|o| o.uid == uid)
+            && r.data.as_ref().is_some_and(|d| {
+                let Some(tpl) = d.0.pointer("/spec/template") else {
+                    return false;
+                };
+                // Cheap look first (this runs every round): decode only a template that mentions priority.
+                if !mentions_priority(tpl) {
+                    return false;
+                }
+                let spec = tpl
+                    .get("spec")
+                    .and_then(|s| serde_json::from_value(s.clone()).ok());
+                let ann: Option<std::collections::BTreeMap<String, String>> = tpl
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| serde_json::from_value(a.clone()).ok());
+                template_uses_priority(spec.as_ref(), ann.as_ref())
+            })
+    })
+}
+
+/// A revision template with the launch-priority annotation or a `KRUISE_CONTAINER_PRIORITY` env.
+fn mentions_priority(tpl: &serde_json::Value) -> bool {
+    tpl.pointer("/metadata/annotations")
+        .and_then(|a| a.get(PRIORITY_ANNOTATION))
+        .is_some()
+        || tpl
+            .pointer("/spec/containers")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("env").and_then(serde_json::Value::as_array))
+            .flatten()
+            .any(|e| e.get("name").and_then(serde_json::Value::as_str) == Some(PRIORITY_ENV))
+}
+
 /// Whether a template asks for launch priority (so its pods may need barrier steps).
 pub fn template_uses_priority(
     spec: Option<&PodSpec>,

@@ -12,9 +12,10 @@ pub mod gojson;
 pub mod inplace;
 pub mod input;
 pub mod launch_priority;
-pub mod packed;
+pub mod mutation;
 pub mod plan;
 pub mod planner;
+pub mod podmeta;
 pub mod pods;
 pub mod podtable;
 pub mod podwhy;
@@ -22,6 +23,7 @@ pub mod predownload;
 pub mod readiness;
 pub mod recreate;
 pub mod revision;
+pub mod revname;
 mod selector;
 pub mod snapshot;
 pub mod sort;
@@ -31,10 +33,10 @@ pub mod summary;
 pub mod vertical;
 
 pub use gates::FeatureGates;
-pub use packed::PackedPod;
 pub use plan::{
     Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,
 };
 pub use planner::plan;
 pub use snapshot::Snapshot;
+pub use summary::PackedPod;
 pub use summary::{PodRef, PodSummary};

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use insitu_api::CloneSetStatus;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceRequirements};
-use serde::Serialize;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use serde::{Deserialize, Serialize};
 
-use crate::packed::PackedPod;
+pub use crate::mutation::PodMutation;
+use crate::summary::PackedPod;
 
 /// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -37,6 +38,11 @@ pub struct Plan {
     /// controller counts each (pod, update, outcome) once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resizes: Vec<ResizeSeen>,
+    /// Some template of this CloneSet (its own or an owned revision's) asks for container launch priority: the
+    /// controller runs this plan's [`Action::LaunchBarrier`] steps even in a round that then waits for its
+    /// cache (Kruise runs them in their own controller, outside the CloneSet's expectations).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launch_priority: bool,
 }
 
 /// One pod's in-place resize outcome, as the planner saw it on the pod.
@@ -185,7 +191,7 @@ pub enum Action {
     SetKruisePodReady {
         pod: String,
         uid: String,
-        messages: Vec<crate::readiness::ReadinessMessage>,
+        messages: Vec<ReadinessMessage>,
     },
     /// Read-modify-write of the pod (GET, apply the mutation, PUT with resourceVersion, retry on conflict),
     /// as Kruise's `updatePodInPlace`. Used to start an in-place update and to finish its grace period.
@@ -217,6 +223,32 @@ pub enum Action {
     /// Remove names of pods that no longer exist from `spec.scaleStrategy.podsToDelete`.
     #[serde(rename_all = "camelCase")]
     TruncatePodsToDelete { remove: Vec<String> },
+    /// Kruise's container-launch-priority controller for one launching pod: make sure `key` is in the pod's
+    /// barrier ConfigMap `barrier` (creating it, owned by the pod, when missing), then, when `complete`, mark the
+    /// pod `apps.kruise.io/container-launch-priority-completed`. Not subject to the CloneSet's expectations.
+    #[serde(rename_all = "camelCase")]
+    LaunchBarrier {
+        pod: String,
+        uid: String,
+        barrier: String,
+        key: String,
+        complete: bool,
+    },
+    /// Image pre-download: create this ImagePullJob (`apps.kruise.io/v1beta1`, owned by the CloneSet). A
+    /// failure is an event, never a failed round (Kruise `createImagePullJobsForInPlaceUpdate`).
+    #[serde(rename_all = "camelCase")]
+    CreateImagePullJob {
+        name: String,
+        image: String,
+        job: Box<serde_json::Value>,
+    },
+    /// Image pre-download: label the update revision `label=true` (its jobs are created, or it is ignored).
+    #[serde(rename_all = "camelCase")]
+    LabelRevision { name: String, label: String },
+    /// Image pre-download: delete an owned ImagePullJob, the revisions agreeing again (Kruise
+    /// `DeleteJobsForWorkload`).
+    #[serde(rename_all = "camelCase")]
+    DeleteImagePullJob { name: String },
 }
 
 /// Why a pod write happens; drives events and metrics.
@@ -238,74 +270,17 @@ pub enum UpdateReason {
     NextBatch,
 }
 
-/// A change to apply to a freshly read pod. Applying it twice is harmless (idempotent).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodMutation {
-    /// Labels to set (`Some`) or remove (`None`).
-    pub labels: BTreeMap<String, Option<String>>,
-    /// Annotations to set (`Some`) or remove (`None`).
-    pub annotations: BTreeMap<String, Option<String>>,
-    /// container name → new image.
-    pub container_images: BTreeMap<String, String>,
-    /// Finalizers to add (`true`) or remove (`false`): template finalizer changes applied in place.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub finalizers: BTreeMap<String, bool>,
-    /// container name → cpu/memory to resize to. The executor sends them through `pods/resize` (servers
-    /// ≥ 1.32, Kruise `ShouldUpdateResourceByResize`) before the pod write, or in the pod write before 1.32.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub container_resources: BTreeMap<String, ResourceRequirements>,
-}
-
-impl PodMutation {
-    /// Applies the mutation to a pod in memory.
-    pub fn apply(&self, pod: &mut Pod) {
-        let meta = &mut pod.metadata;
-        for (k, v) in &self.labels {
-            let labels = meta.labels.get_or_insert_with(Default::default);
-            match v {
-                Some(v) => labels.insert(k.clone(), v.clone()),
-                None => labels.remove(k),
-            };
-        }
-        for (k, v) in &self.annotations {
-            let ann = meta.annotations.get_or_insert_with(Default::default);
-            match v {
-                Some(v) => ann.insert(k.clone(), v.clone()),
-                None => ann.remove(k),
-            };
-        }
-        for (f, add) in &self.finalizers {
-            let fins = meta.finalizers.get_or_insert_with(Default::default);
-            let present = fins.iter().any(|x| x == f);
-            if *add && !present {
-                fins.push(f.clone());
-            } else if !*add && present {
-                fins.retain(|x| x != f);
-            }
-        }
-        if let Some(spec) = pod.spec.as_mut() {
-            for c in &mut spec.containers {
-                if let Some(img) = self.container_images.get(&c.name) {
-                    c.image = Some(img.clone());
-                }
-            }
-        }
-        crate::vertical::apply(pod, &self.container_resources);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-            && self.annotations.is_empty()
-            && self.container_images.is_empty()
-            && self.finalizers.is_empty()
-            && self.container_resources.is_empty()
-    }
-}
-
 impl Plan {
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.actions.is_empty() && self.status.is_none()
     }
+}
+
+/// One entry of the `KruisePodReady` message (Kruise `podreadiness.Message`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadinessMessage {
+    pub user_agent: String,
+    pub key: String,
 }

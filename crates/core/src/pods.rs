@@ -6,12 +6,12 @@ use std::ops::Deref;
 
 use insitu_api::{CloneSet, keys};
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodCondition, PodReadinessGate,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+pub use crate::podmeta::{Lc, condition, deletion_cost, has_readiness_gate, instance_id, label, rfc3339};
 use crate::revision::{self, ALPHANUMS};
 use crate::strmap::Entries;
 use crate::summary::{PodSummary, RevisionKey};
@@ -39,58 +39,6 @@ impl Deref for PodFacts<'_> {
 
     fn deref(&self) -> &PodSummary {
         self.summary
-    }
-}
-
-/// The `InPlaceUpdateReady` (or any) condition of a pod.
-pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
-/// The value of label `key` (pods are read by their metadata: a cached pod may be packed).
-pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn has_readiness_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == keys::INPLACE_UPDATE_READY))
-}
-
-/// The lifecycle label as an enum, so hot loops compare integers, not strings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lc {
-    /// No label.
-    None,
-    PreparingNormal,
-    Normal,
-    PreparingUpdate,
-    Updating,
-    Updated,
-    PreparingDelete,
-    /// Any other value.
-    Other,
-}
-
-impl Lc {
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "" => Lc::None,
-            keys::lifecycle::PREPARING_NORMAL => Lc::PreparingNormal,
-            keys::lifecycle::NORMAL => Lc::Normal,
-            keys::lifecycle::PREPARING_UPDATE => Lc::PreparingUpdate,
-            keys::lifecycle::UPDATING => Lc::Updating,
-            keys::lifecycle::UPDATED => Lc::Updated,
-            keys::lifecycle::PREPARING_DELETE => Lc::PreparingDelete,
-            _ => Lc::Other,
-        }
     }
 }
 
@@ -189,29 +137,6 @@ impl<'a> PodFacts<'a> {
     pub fn revision(&self) -> &'a str {
         self.summary.revision()
     }
-}
-
-/// The instance id of a pod or PVC (`apps.kruise.io/cloneset-instance-id`; `""` when absent), as Kruise
-/// `GetInstanceID`.
-pub fn instance_id<'a>(labels: impl Into<Entries<'a>>) -> &'a str {
-    labels.into().get(keys::INSTANCE_ID_LABEL).unwrap_or("")
-}
-
-/// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.
-pub fn deletion_cost(v: &str) -> i32 {
-    let digits = v.strip_prefix('-').unwrap_or(v);
-    let valid_first =
-        v == "0" || v.starts_with('-') || v.as_bytes().first().is_some_and(|b| (b'1'..=b'9').contains(b));
-    if !valid_first || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return 0;
-    }
-    v.parse().unwrap_or(0)
-}
-
-/// RFC3339 at second precision, as Go `time.Now().Format(time.RFC3339)` in UTC.
-pub fn rfc3339(t: Timestamp) -> String {
-    let t = Timestamp::from_second(t.as_second()).unwrap_or(t);
-    k8s_openapi::jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).unwrap_or_default()
 }
 
 /// How many instance ids exist: 5 characters of Kruise's 27-letter alphabet (27⁵). No CloneSet can have more

@@ -11,18 +11,10 @@
 
 use insitu_api::{CloneSet, LifecycleHook, keys};
 use k8s_openapi::api::core::v1::Pod;
-use serde::{Deserialize, Serialize};
 
 use crate::plan::Action;
-use crate::pods::{self, Lc};
-
-/// One entry of the `KruisePodReady` message (Kruise `podreadiness.Message`).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReadinessMessage {
-    pub user_agent: String,
-    pub key: String,
-}
+pub use crate::plan::ReadinessMessage;
+use crate::podmeta::{self as pods, Lc};
 
 impl ReadinessMessage {
     fn lifecycle(key: &str) -> Self {

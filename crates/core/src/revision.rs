@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::gojson;
 use crate::plan::Action;
+pub use crate::revname::{equal_to_revision, short_hash};
 
 /// apimachinery `rand.SafeEncodeString` alphabet (no vowels, no confusable digits).
 pub const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -58,21 +59,6 @@ pub fn revision_name(prefix: &str, hash: &str) -> String {
         prefix.to_string()
     };
     format!("{p}-{hash}")
-}
-
-/// Kruise `GetShortHash`: the last `-` segment.
-pub fn short_hash(s: &str) -> &str {
-    // A byte search, not `rsplit('-')`: this runs for every pod and the char-pattern splitter costs a few
-    // hundred instructions per call. `-` is ASCII, so the byte after it starts a char.
-    match s.bytes().rposition(|b| b == b'-') {
-        Some(i) => &s[i + 1..],
-        None => s,
-    }
-}
-
-/// Kruise `EqualToRevisionHash`: full name match, or short-hash match (covers `CloneSetShortHash` labels).
-pub fn equal_to_revision(label: &str, revision: &str) -> bool {
-    !label.is_empty() && (label == revision || short_hash(label) == short_hash(revision))
 }
 
 /// The revision data Kruise stores: `{"spec":{"template":{...,"$patch":"replace"}}}` (Kruise

@@ -33,4 +33,7 @@ pub struct Snapshot {
     /// Labels of the nodes the pods run on. Only needed when the template has `topologySpreadConstraints`
     /// (Kruise's spread ranker for scale-down); may be empty otherwise.
     pub nodes: NodeLabels,
+    /// Names of the ImagePullJobs this CloneSet controls, when image pre-download is on (its gates, and the
+    /// server serves ImagePullJobs) and they are known; `None` plans no pre-download step.
+    pub image_pull_jobs: Option<Vec<String>>,
 }

@@ -89,7 +89,7 @@ impl Exec<'_> {
         // resources already, so it changes none). A refused resize fails the whole start: the pod stays at
         // its revision and the next round tries again (FailedUpdatePodInPlace names the server's reason).
         let resizes = !mutation.container_resources.is_empty();
-        if self.ctx.resize_subresource && resizes {
+        if self.ctx.server.resize_subresource && resizes {
             self.resize_pod(name, uid, &mutation.container_resources).await?;
         }
         // The state's imageIDs are those of the pod as written, not as planned (Kruise records them from the
@@ -109,7 +109,7 @@ impl Exec<'_> {
             *pod != before
         };
         let written = self.read_modify_write(name, uid, Target::Pod, &mutate).await;
-        if resizes && !self.ctx.resize_subresource {
+        if resizes && !self.ctx.server.resize_subresource {
             // Before 1.32 the resources go in the pod update itself (Kruise ShouldUpdateResourceByResize).
             self.ctx
                 .metrics

@@ -23,13 +23,14 @@ use futures::stream::FuturesUnordered;
 use insitu_api::CloneSet;
 use insitu_core::plan::UpdateReason;
 use insitu_core::{Action, PackedPod, Plan};
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use crate::events::Severity;
+use crate::events::{Severity, Warned};
 use crate::expectations::{Expect, pod_version};
+use crate::predownload::ImagePullJobs;
+use crate::resize::Counted;
 use crate::{Context, Error};
 
 /// Max pod chains written at once.
@@ -44,12 +45,29 @@ fn action_err(action: impl Into<String>, source: kube::Error) -> Error {
     }
 }
 
-/// Runs every action of `plan` for `cs`, then writes the status when it changed.
-pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Error> {
+/// The executor's memory across rounds, kept by the reconciler.
+#[derive(Default)]
+pub struct Memory {
+    /// Plan warnings already reported, per CloneSet UID and reason.
+    pub warned: Warned,
+    /// Resize outcomes already counted in `insitu_resize_total`, per pod (see `resize`).
+    pub resizes: Counted,
+}
+
+/// Runs every action of `plan` for `cs`, then writes the status when it changed. The launch-priority barrier
+/// steps are not run here: the reconcile runs them first (`barrier`), whatever the expectations say.
+pub async fn execute(
+    ctx: &Context,
+    mem: &Memory,
+    jobs: Option<&ImagePullJobs>,
+    cs: &CloneSet,
+    plan: &Plan,
+) -> Result<(), Error> {
     let ns = cs.namespace().unwrap_or_default();
     let key = format!("{ns}/{}", cs.name_any());
     let x = Exec {
         ctx,
+        mem,
         cs,
         ns: ns.clone(),
         key,
@@ -57,12 +75,12 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
         update_revision: &plan.update_revision,
         refusals: &plan.refusals,
     };
-    crate::recreate::refused_in_place_only(ctx, cs, &plan.refusals, &plan.update_revision);
-    crate::resize::observed(&ctx.metrics, &ctx.resizes_counted, &plan.resizes);
+    crate::recreate::refused_in_place_only(ctx, &mem.warned, cs, &plan.refusals, &plan.update_revision);
+    crate::resize::observed(&ctx.metrics, &mem.resizes, &plan.resizes);
     // Once per CloneSet (UID) and reason: a condition the user must fix, not a per-reconcile message.
     for w in &plan.warnings {
         let uid = cs.uid().unwrap_or_default();
-        if ctx.warned.first_time(&uid, &w.reason) {
+        if mem.warned.first_time(&uid, &w.reason) {
             x.event(Severity::Warning, &w.reason, w.message.clone());
         }
     }
@@ -72,6 +90,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
     let mut pvcs_of_next_pod: Vec<&Action> = Vec::new();
     let mut chains: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
     let mut tail = Vec::new();
+    let mut predownload = Vec::new();
     for action in &plan.actions {
         match action {
             // Kruise cleanupPVCs runs before anything else of the round.
@@ -95,19 +114,16 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
             | Action::UpdatePod { pod, .. }
             | Action::PatchPodMetadata { pod, .. } => chains.entry(pod.as_str()).or_default().push(action),
             Action::TruncatePodsToDelete { .. } => tail.push(action),
+            Action::CreateImagePullJob { .. }
+            | Action::LabelRevision { .. }
+            | Action::DeleteImagePullJob { .. } => predownload.push(action),
+            // Run by the reconcile before the expectations gate (`barrier`).
+            Action::LaunchBarrier { .. } => {}
         }
     }
     // Kruise: pre-download for the new revision once it exists, before scaling and updating (its own errors
     // never fail the round).
-    let created: Vec<&ControllerRevision> = plan
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::CreateRevision { revision } => Some(&**revision),
-            _ => None,
-        })
-        .collect();
-    crate::predownload::sync(ctx, cs, &plan.current_revision, &plan.update_revision, &created).await;
+    crate::predownload::run(ctx, jobs, cs, &predownload).await;
     if !pvcs_of_next_pod.is_empty() {
         // PVCs with no pod after them (the planner does not plan that): create them all the same.
         creates.push(pvcs_of_next_pod);
@@ -137,6 +153,7 @@ pub async fn execute(ctx: &Context, cs: &CloneSet, plan: &Plan) -> Result<(), Er
 
 struct Exec<'a> {
     ctx: &'a Context,
+    mem: &'a Memory,
     cs: &'a CloneSet,
     ns: String,
     key: String,
@@ -176,6 +193,7 @@ impl Exec<'_> {
     fn cached(&self, name: &str, uid: &str) -> Option<Pod> {
         let cache = self
             .ctx
+            .caches
             .pods
             .get(&ObjectRef::<PackedPod>::new(name).within(&self.ns))
             .filter(|p| p.meta().uid.as_deref() == Some(uid));
@@ -326,6 +344,11 @@ impl Exec<'_> {
             Action::ReleasePod { pod, uid } => self.release_pod(pod, uid).await,
             Action::AdoptPod { pod, uid } => self.adopt_pod(pod, uid).await,
             Action::TruncatePodsToDelete { remove } => self.truncate_pods_to_delete(remove).await,
+            // Routed apart by `execute`: the barrier before the gate, pre-download after the revisions.
+            Action::LaunchBarrier { .. }
+            | Action::CreateImagePullJob { .. }
+            | Action::LabelRevision { .. }
+            | Action::DeleteImagePullJob { .. } => Ok(()),
         }
     }
 }

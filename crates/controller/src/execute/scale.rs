@@ -58,7 +58,7 @@ impl Exec<'_> {
         match self.pods().delete(pod, &uid_precondition(uid)).await {
             Ok(_) => {
                 self.expect(Expect::PodDeleted(pod.to_string()));
-                self.ctx.resizes_counted.forget(uid);
+                self.mem.resizes.forget(uid);
                 self.event(
                     Severity::Normal,
                     ev::SUCCESSFUL_DELETE,
@@ -137,6 +137,7 @@ impl Exec<'_> {
     ) -> Result<(), Error> {
         let Some(cur) = self
             .ctx
+            .caches
             .pvcs
             .get(&ObjectRef::<PersistentVolumeClaim>::new(name).within(&self.ns))
             .filter(|c| c.metadata.uid.as_deref() == Some(uid))

@@ -22,6 +22,7 @@ impl Exec<'_> {
         let (name, pp) = (self.cs.name_any(), PatchParams::default());
         // The answer is acknowledged, not decoded (`crate::acknowledged`: a deep CloneSet would not decode).
         let resource = ctx
+            .server
             .status_resource
             .clone()
             .unwrap_or_else(|| kube::api::ApiResource::erase::<CloneSet>(&()));

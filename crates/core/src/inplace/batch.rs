@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-use super::{InPlaceSpec, has_next_batch};
+use super::InPlaceSpec;
 use crate::envmeta::{self, RefMetadata};
-use crate::plan::PodMutation;
+use crate::mutation::PodMutation;
 
 /// Reads a metadata strategic-merge patch back into mutation maps (grace annotation `metaDataPatch`).
 pub(super) fn meta_from_patch(patch: &str, m: &mut PodMutation) {
@@ -181,7 +181,7 @@ pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
     else {
         return false;
     };
-    let Ok(mut state) = super::parse_state(raw) else {
+    let Ok(mut state) = parse_state(raw) else {
         return false;
     };
     let Some(last) = state.last_container_statuses.as_mut() else {
@@ -200,6 +200,19 @@ pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
         a.insert(keys::INPLACE_UPDATE_STATE_ANNOTATION.to_string(), state.to_json());
     }
     changed
+}
+
+/// Parses the `apps.kruise.io/inplace-update-state` annotation.
+pub fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
+    serde_json::from_str(state)
+        .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
+}
+
+/// Whether containers wait for a later batch (Kruise `updateNextBatch`'s condition).
+pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
+    !state.next_container_images.is_empty()
+        || !state.next_container_ref_metadata.is_empty()
+        || !state.next_container_resources.is_empty()
 }
 
 #[cfg(test)]

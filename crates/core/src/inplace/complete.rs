@@ -8,59 +8,11 @@ use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::batch::{Changes, patch_spec_to_pod};
+use super::batch::{Changes, has_next_batch, parse_state, patch_spec_to_pod};
+use super::image::images_equal;
 use super::time;
 use crate::envmeta;
-use crate::plan::PodMutation;
-
-/// Docker-style reference normalisation for comparing spec and reported images: the kubelet reports
-/// `docker.io/library/nginx:1.20.0` for `nginx:1.20.0`. Kruise only adds `:latest`; normalising both sides
-/// keeps every Kruise "equal" equal and also accepts the kubelet's canonical form.
-pub fn normalize_image(image: &str) -> String {
-    let (domain, name, suffix) = normalized_parts(image);
-    [domain, name, suffix].concat()
-}
-
-/// `normalize_image(a) == normalize_image(b)`, without building either string (the completion check
-/// compares every in-flight container).
-pub fn images_equal(a: &str, b: &str) -> bool {
-    fn bytes<'s>((d, n, s): (&'s str, &'s str, &'s str)) -> impl Iterator<Item = u8> + 's {
-        d.bytes().chain(n.bytes()).chain(s.bytes())
-    }
-    let (a, b) = (normalized_parts(a), normalized_parts(b));
-    a.0.len() + a.1.len() + a.2.len() == b.0.len() + b.1.len() + b.2.len() && bytes(a).eq(bytes(b))
-}
-
-/// `normalize_image` in three pieces: the implied domain prefix, the name, and the tag or digest.
-fn normalized_parts(image: &str) -> (&'static str, &str, &str) {
-    let (name, suffix) = match image.find('@') {
-        Some(i) => (&image[..i], &image[i..]),
-        None => {
-            let last_slash = image.rfind('/').map_or(0, |i| i + 1);
-            match image[last_slash..].rfind(':') {
-                Some(j) => (&image[..last_slash + j], &image[last_slash + j..]),
-                None => (image, ":latest"),
-            }
-        }
-    };
-    let first = name.split('/').next().unwrap_or("");
-    let has_domain =
-        name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    let domain = if has_domain {
-        ""
-    } else if name.contains('/') {
-        "docker.io/"
-    } else {
-        "docker.io/library/"
-    };
-    (domain, name, suffix)
-}
-
-/// Parses the `apps.kruise.io/inplace-update-state` annotation.
-pub fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
-    serde_json::from_str(state)
-        .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
-}
+use crate::mutation::PodMutation;
 
 /// Kruise `DefaultCheckInPlaceUpdateCompleted`: no grace period, no pending batch, and the containers
 /// done (`containers_completed`); a pod without a state annotation is complete.
@@ -74,13 +26,6 @@ pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> R
         return Err("existing containers to in-place update in next batches".into());
     }
     containers_completed(pod, &state)
-}
-
-/// Whether containers wait for a later batch (Kruise `updateNextBatch`'s condition).
-pub fn has_next_batch(state: &InPlaceUpdateState) -> bool {
-    !state.next_container_images.is_empty()
-        || !state.next_container_ref_metadata.is_empty()
-        || !state.next_container_resources.is_empty()
 }
 
 /// Kruise `defaultCheckContainersInPlaceUpdateCompleted`, in its order, after insitu's own first step
@@ -179,6 +124,7 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inplace::normalize_image;
     use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
     use serde_json::{Value, json};
 

@@ -6,6 +6,7 @@
 mod batch;
 mod complete;
 mod diff;
+mod image;
 mod restart;
 mod start;
 
@@ -18,13 +19,11 @@ use serde_json::Value;
 
 use crate::envmeta::{self, RefMetadata};
 
-pub use batch::restamp_last_container_statuses;
-pub use complete::{
-    check_completed, containers_completed, has_next_batch, images_equal, next_batch, normalize_image,
-    parse_state,
-};
+pub use batch::{has_next_batch, parse_state, restamp_last_container_statuses};
+pub use complete::{check_completed, containers_completed, next_batch};
 pub(crate) use diff::{Op, diff};
 use diff::{container_image_index, map_changes, meta_patch_json, str_map};
+pub use image::{images_equal, normalize_image};
 pub use restart::{record_pending_restarts, restarts_done};
 pub use start::{Grace, StartTemplate, finish_grace};
 

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use serde::{Deserialize, Serialize};
 
 use super::batch::container_statuses;
-use super::complete::images_equal;
+use super::image::images_equal;
 
 /// One container's record in the `insitu/inplace-update-restarting` annotation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

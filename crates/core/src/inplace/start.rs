@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::batch::{Changes, apply_meta, meta_from_patch, patch_spec_to_pod};
 use super::{InPlaceSpec, time};
-use crate::plan::PodMutation;
+use crate::mutation::PodMutation;
 
 /// What every in-place start from one old revision to one target shares, computed once per plan so the
 /// per-pod work is a few clones (10k-pod rollouts stay cheap).
@@ -56,7 +56,7 @@ impl StartTemplate {
             revision: revision.to_string(),
             revision_label: revision_label.to_string(),
             grace_seconds,
-            now_rfc3339: crate::pods::rfc3339(now),
+            now_rfc3339: crate::podmeta::rfc3339(now),
             now: t,
             grace_json,
             state_json,
@@ -92,7 +92,7 @@ impl StartTemplate {
         );
         m.labels.insert(
             keys::POD_TEMPLATE_HASH_LABEL.into(),
-            Some(crate::revision::short_hash(&self.revision).into()),
+            Some(crate::revname::short_hash(&self.revision).into()),
         );
         m.labels.insert(
             keys::LIFECYCLE_STATE_LABEL.into(),
@@ -202,7 +202,7 @@ pub fn finish_grace(
         }
     };
     let mut m = PodMutation::default();
-    if !crate::revision::equal_to_revision(pod_revision, &spec.revision) {
+    if !crate::revname::equal_to_revision(pod_revision, &spec.revision) {
         m.annotations
             .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
         m.annotations

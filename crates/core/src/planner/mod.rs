@@ -3,8 +3,10 @@
 
 mod refresh;
 mod scale;
+mod steps;
 mod update;
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use insitu_api::validation::format_selector;
-use insitu_api::{CloneSet, LifecycleHook, keys};
+use insitu_api::{CloneSet, CloneSetUpdateStrategy, LifecycleHook, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -228,62 +230,84 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// One Kruise reconcile (`syncCloneSet`), step by step.
     fn run(mut self) -> Plan {
         let cs = self.cs;
-        let spec = &cs.spec;
-        let now = self.s.now;
-
-        let selector = Selector::new(&spec.selector);
-        // Summaries the controller made for this CloneSet answer the selector and owner questions (see
-        // `Summariser::for_cloneset`); any others are answered here from the labels and references.
         let summariser = summary::Summariser::for_cloneset(cs);
-        let fingerprint = summariser.fingerprint();
-        // The caller's summaries when they are the pods (`pods` empty) or those of `pods` (see
-        // `Snapshot::summaries`), else made here (one pass per pod: summary and selector check together,
-        // see PodSummary::build).
-        let made: Vec<PodSummary>;
-        let summaries: &[PodSummary] = match self.s.summaries.as_deref() {
-            Some(v) if self.s.pods.is_empty() => v,
-            Some(v)
-                if v.len() == self.s.pods.len()
-                    && v.iter().zip(&self.s.pods).all(|(s, p)| s.pod_ref().is(p)) =>
-            {
-                v
-            }
-            _ => {
-                made = self
-                    .s
-                    .pods
-                    .iter()
-                    .map(|p| summariser.summarise(p.clone()))
-                    .collect();
-                &made
-            }
-        };
+        let summaries = self.summaries(&summariser);
+        // The launch-priority barrier: Kruise's own controller, independent of this CloneSet's round.
+        self.launch_barriers(&summaries);
         // PVCs first, as Kruise cleans them up before it looks at revisions.
-        self.pvcs_in_play(summaries);
-
-        // Revisions (Kruise getActiveRevisions).
-        let revs = revision::active_revisions(cs, &self.s.revisions);
-        self.plan.actions.extend(revs.actions.iter().cloned());
-        self.plan.explanation.extend(revs.explanation.iter().cloned());
-        let update_name = revs.update.metadata.name.clone().unwrap_or_default();
-        let current_name = revs.current.metadata.name.clone().unwrap_or_default();
-        self.plan.update_revision = update_name.clone();
-        self.plan.current_revision = current_name.clone();
-
-        // Pods: active ones whose labels still match the selector (Kruise claimPods releases the others).
-        let pods_to_delete: HashSet<&str> = spec
+        self.pvcs_in_play(&summaries);
+        let revs = self.revisions();
+        let pods_to_delete: HashSet<&str> = cs
+            .spec
             .scale_strategy
             .as_ref()
             .map(|s| s.pods_to_delete.iter().map(String::as_str).collect())
             .unwrap_or_default();
+        let update_name = self.plan.update_revision.clone();
         let ctx = FactsContext {
-            now,
-            min_ready_seconds: spec.min_ready_seconds(),
+            now: self.s.now,
+            min_ready_seconds: cs.spec.min_ready_seconds(),
             pods_to_delete: &pods_to_delete,
             update: RevisionKey::new(&update_name),
         };
+        let facts = self.claim_pods(&summaries, &summariser, &ctx);
+        let strategy = cs.spec.update_strategy.clone().unwrap_or_default();
+        self.scale_or_update(&summaries, &facts, &revs, &strategy);
+        self.status(&facts, &revs, &strategy);
+        self.truncate_pods_to_delete(&facts, &pods_to_delete);
+        self.truncate_history(&revs, &summaries);
+        self.plan.requeue_after = self.requeue;
+        self.plan
+    }
+
+    /// The caller's summaries when they are the pods (`pods` empty) or those of `pods` (see
+    /// `Snapshot::summaries`), else made here (one pass per pod: summary and selector check together, see
+    /// PodSummary::build). Summaries the controller made for this CloneSet answer the selector and owner
+    /// questions (see `Summariser::for_cloneset`).
+    fn summaries(&self, summariser: &summary::Summariser<'_>) -> Cow<'a, [PodSummary]> {
+        match self.s.summaries.as_deref() {
+            Some(v) if self.s.pods.is_empty() => Cow::Borrowed(v.as_slice()),
+            Some(v)
+                if v.len() == self.s.pods.len()
+                    && v.iter().zip(&self.s.pods).all(|(s, p)| s.pod_ref().is(p)) =>
+            {
+                Cow::Borrowed(v.as_slice())
+            }
+            _ => Cow::Owned(
+                self.s
+                    .pods
+                    .iter()
+                    .map(|p| summariser.summarise(p.clone()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Revisions (Kruise `getActiveRevisions`), then the pre-download step for them.
+    fn revisions(&mut self) -> revision::ActiveRevisions {
+        let revs = revision::active_revisions(self.cs, &self.s.revisions);
+        self.plan.actions.extend(revs.actions.iter().cloned());
+        self.plan.explanation.extend(revs.explanation.iter().cloned());
+        self.plan.update_revision = revs.update.metadata.name.clone().unwrap_or_default();
+        self.plan.current_revision = revs.current.metadata.name.clone().unwrap_or_default();
+        self.predownload(&revs.current, &revs.update);
+        revs
+    }
+
+    /// Kruise `claimPods`: the active pods whose labels still match the selector, adopting orphans that match
+    /// and releasing owned pods that do not; their facts, in name order.
+    fn claim_pods<'s>(
+        &mut self,
+        summaries: &'s [PodSummary],
+        summariser: &summary::Summariser<'_>,
+        ctx: &FactsContext<'_>,
+    ) -> Vec<PodFacts<'s>> {
+        let cs = self.cs;
+        let selector = Selector::new(&cs.spec.selector);
+        let fingerprint = summariser.fingerprint();
         let mut facts: Vec<PodFacts> = Vec::with_capacity(summaries.len());
         let (mut released, mut sorted) = (Vec::new(), true);
         let claimer = Claimer::new(cs);
@@ -292,7 +316,7 @@ impl<'a> Planner<'a> {
             if !sm.active {
                 continue;
             }
-            // Kruise claimPods. A summary made for another selector (or none) cannot say: read the labels.
+            // A summary made for another selector (or none) cannot say: read the labels.
             let selected = sm
                 .selected_by(fingerprint)
                 .unwrap_or_else(|| selector.matches(sm.labels()));
@@ -321,7 +345,7 @@ impl<'a> Planner<'a> {
                     });
                 }
             }
-            let f = PodFacts::with_context(sm, &ctx);
+            let f = PodFacts::with_context(sm, ctx);
             // Order checked here, while this pod is being read, not in a second walk over every name.
             sorted &= facts
                 .last()
@@ -339,97 +363,116 @@ impl<'a> Planner<'a> {
         if !sorted {
             facts.sort_unstable_by(|a, b| a.name_cmp(b));
         }
+        facts
+    }
 
-        let strategy = spec.update_strategy.clone().unwrap_or_default();
-        let stype = strategy.strategy_type();
-        let deleting = cs.metadata.deletion_timestamp.is_some();
+    /// Kruise: scale when the pod count is off, else update; never both in one round; neither while deleting.
+    fn scale_or_update(
+        &mut self,
+        summaries: &[PodSummary],
+        facts: &[PodFacts],
+        revs: &revision::ActiveRevisions,
+        strategy: &CloneSetUpdateStrategy,
+    ) {
+        if self.cs.metadata.deletion_timestamp.is_some() {
+            self.why("CloneSet is being deleted: no scale, no update");
+            return;
+        }
+        let (current_name, update_name) = (
+            self.plan.current_revision.clone(),
+            self.plan.update_revision.clone(),
+        );
+        if self.scale(
+            summaries,
+            facts,
+            &revs.current,
+            &revs.update,
+            &current_name,
+            &update_name,
+        ) {
+            self.why("scaling this round: update waits for the next round (Kruise: never both)");
+            return;
+        }
         let rev_by_hash: HashMap<&str, &Arc<ControllerRevision>> = revs
             .all
             .iter()
             .filter_map(|r| r.metadata.name.as_deref().map(|n| (short_hash(n), r)))
             .collect();
-
-        if deleting {
-            self.why("CloneSet is being deleted: no scale, no update");
-        } else {
-            let scaled = self.scale(
-                summaries,
-                &facts,
-                &revs.current,
-                &revs.update,
-                &current_name,
-                &update_name,
-            );
-            if scaled {
-                self.why("scaling this round: update waits for the next round (Kruise: never both)");
-            } else {
-                match stype {
-                    Some(t) => self.update(&facts, t, &revs.current, &revs.update, &rev_by_hash),
-                    None => self.why(format!(
-                        "spec.updateStrategy.type {:?} is not ReCreate, InPlaceIfPossible, InPlaceOnly or OnDelete: no update",
-                        strategy.type_.as_deref().unwrap_or("")
-                    )),
-                }
-            }
+        match strategy.strategy_type() {
+            Some(t) => self.update(facts, t, &revs.current, &revs.update, &rev_by_hash),
+            None => self.why(format!(
+                "spec.updateStrategy.type {:?} is not ReCreate, InPlaceIfPossible, InPlaceOnly or OnDelete: no update",
+                strategy.type_.as_deref().unwrap_or("")
+            )),
         }
+    }
 
-        // Status (Kruise calculateStatus + inconsistentStatus).
+    /// Status (Kruise `calculateStatus` + `inconsistentStatus`): written only when it changed.
+    fn status(
+        &mut self,
+        facts: &[PodFacts],
+        revs: &revision::ActiveRevisions,
+        strategy: &CloneSetUpdateStrategy,
+    ) {
+        let spec = &self.cs.spec;
         let partition = budget::partition(strategy.partition.as_ref(), spec.replicas());
         let input = StatusInput {
-            update_revision: &update_name,
-            current_revision: &current_name,
+            update_revision: &self.plan.update_revision,
+            current_revision: &self.plan.current_revision,
             collision_count: revs.collision_count,
             expected_updated: spec.replicas() - partition,
             label_selector: format_selector(&spec.selector),
             failed_scale: self.failed_scale.take(),
             failed_update: self.failed_update.take(),
         };
-        let (st, rq) = status::compute(cs, &facts, &input, now);
+        let (st, rq) = status::compute(self.cs, facts, &input, self.s.now);
         if let Some(d) = rq {
             self.requeue_after(d);
         }
-        if status::inconsistent(cs.status.as_ref(), &st) {
+        if status::inconsistent(self.cs.status.as_ref(), &st) {
             self.plan.status = Some(st);
         }
+    }
 
-        // Kruise truncatePodsToDelete: names of pods that do not exist any more.
-        let remove: Vec<String> = if pods_to_delete.is_empty() {
-            Vec::new()
-        } else {
-            let names: HashSet<&str> = facts.iter().map(|f| f.name()).collect();
-            pods_to_delete
-                .iter()
-                .filter(|n| !names.contains(**n))
-                .map(|n| (*n).to_string())
-                .collect()
-        };
-        if !remove.is_empty() {
-            let mut remove = remove;
-            remove.sort();
-            self.why(format!(
-                "podsToDelete names no existing pod: remove {}",
-                remove.join(", ")
-            ));
-            self.plan.actions.push(Action::TruncatePodsToDelete { remove });
+    /// Kruise `truncatePodsToDelete`: names of pods that do not exist any more.
+    fn truncate_pods_to_delete(&mut self, facts: &[PodFacts], pods_to_delete: &HashSet<&str>) {
+        if pods_to_delete.is_empty() {
+            return;
         }
-        // Kruise truncateHistory.
+        let names: HashSet<&str> = facts.iter().map(|f| f.name()).collect();
+        let mut remove: Vec<String> = pods_to_delete
+            .iter()
+            .filter(|n| !names.contains(**n))
+            .map(|n| (*n).to_string())
+            .collect();
+        if remove.is_empty() {
+            return;
+        }
+        remove.sort();
+        self.why(format!(
+            "podsToDelete names no existing pod: remove {}",
+            remove.join(", ")
+        ));
+        self.plan.actions.push(Action::TruncatePodsToDelete { remove });
+    }
+
+    /// Kruise `truncateHistory`.
+    fn truncate_history(&mut self, revs: &revision::ActiveRevisions, summaries: &[PodSummary]) {
+        let limit = self.cs.spec.revision_history_limit();
         let hist = revision::truncate_history(
             &revs.all,
             summaries.iter().map(PodSummary::meta),
-            &current_name,
-            &update_name,
-            spec.revision_history_limit(),
+            &self.plan.current_revision,
+            &self.plan.update_revision,
+            limit,
         );
         if !hist.is_empty() {
             self.why(format!(
-                "{} non-live revision(s) beyond revisionHistoryLimit {}: delete",
-                hist.len(),
-                spec.revision_history_limit()
+                "{} non-live revision(s) beyond revisionHistoryLimit {limit}: delete",
+                hist.len()
             ));
             self.plan.actions.extend(hist);
         }
-        self.plan.requeue_after = self.requeue;
-        self.plan
     }
 
     fn template_of(&self, rev: &ControllerRevision, update: &ControllerRevision) -> PodTemplateSpec {

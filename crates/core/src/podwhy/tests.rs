@@ -57,6 +57,7 @@ fn snapshot(cs: &CloneSet, pods: Vec<Pod>, revs: Vec<ControllerRevision>) -> Sna
         now: "2026-01-01T00:00:00Z".parse().unwrap(),
         gates: Default::default(),
         nodes: Default::default(),
+        image_pull_jobs: None,
     }
 }
 

@@ -17,15 +17,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::claim::Owner;
-use crate::packed::PackedPod;
-use crate::pods::Lc;
-use crate::revision::{self, short_hash};
+use crate::podmeta::Lc;
+use crate::revname::{self, short_hash};
 use crate::strmap::Entries;
 
 mod facts;
+mod packed;
 mod summariser;
 
 pub(crate) use facts::InFlight;
+pub use packed::PackedPod;
 pub use summariser::{Summariser, cloneset_fingerprint, selector_fingerprint};
 
 /// The pod a summary describes: a whole `Pod`, or a `PackedPod` (metadata at hand, spec and status decoded
@@ -366,7 +367,7 @@ impl PodSummary {
         self.has_revision
             && match self.revision.eq_inline(&rev.short) {
                 Some(eq) => eq,
-                None => revision::equal_to_revision(self.revision(), rev.name),
+                None => revname::equal_to_revision(self.revision(), rev.name),
             }
     }
 

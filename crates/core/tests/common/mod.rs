@@ -79,6 +79,7 @@ impl World {
             now: self.now,
             gates: self.gates.clone(),
             nodes: self.nodes.clone(),
+            image_pull_jobs: None,
         }
     }
 
@@ -274,6 +275,32 @@ impl World {
                         s.pods_to_delete.retain(|n| !remove.contains(n));
                     }
                 }
+                // The barrier ConfigMap is not modelled: only the pod's completed mark.
+                Action::LaunchBarrier { pod, complete, .. } => {
+                    if *complete && let Some(p) = self.pod_mut(pod) {
+                        p.metadata
+                            .annotations
+                            .get_or_insert_with(Default::default)
+                            .insert(
+                                insitu_core::launch_priority::COMPLETED_ANNOTATION.into(),
+                                "true".into(),
+                            );
+                    }
+                }
+                Action::LabelRevision { name, label } => {
+                    if let Some(r) = self
+                        .revisions
+                        .iter_mut()
+                        .find(|r| r.metadata.name.as_deref() == Some(name))
+                    {
+                        r.metadata
+                            .labels
+                            .get_or_insert_with(Default::default)
+                            .insert(label.clone(), "true".into());
+                    }
+                }
+                // ImagePullJobs are not modelled.
+                Action::CreateImagePullJob { .. } | Action::DeleteImagePullJob { .. } => {}
             }
         }
         if let Some(st) = &plan.status {
@@ -411,6 +438,12 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             Action::ReleasePod { pod, .. } => format!("ReleasePod {pod}"),
             Action::AdoptPod { pod, .. } => format!("AdoptPod {pod}"),
             Action::TruncatePodsToDelete { remove } => format!("TruncatePodsToDelete {remove:?}"),
+            Action::LaunchBarrier {
+                pod, key, complete, ..
+            } => format!("LaunchBarrier {pod} {key} {complete}"),
+            Action::CreateImagePullJob { name, .. } => format!("CreateImagePullJob {name}"),
+            Action::LabelRevision { name, label } => format!("LabelRevision {name} {label}"),
+            Action::DeleteImagePullJob { name } => format!("DeleteImagePullJob {name}"),
         })
         .collect()
 }

@@ -1,6 +1,7 @@
 //! Measuring helpers shared by the bench scenarios: process memory, metric samples, histogram quantiles, the
 //! apiserver's write counts and waiting on a CloneSet's status.
 
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -10,8 +11,6 @@ use insitu_api::CloneSet;
 use insitu_sim::Clock as _;
 use insitu_sim::apiserver::ApiStats;
 use kube::runtime::watcher;
-
-use super::report::WriteCount;
 
 /// `VmHWM` and `VmRSS` from /proc/self/status, in MiB (0 where unavailable).
 pub fn proc_memory() -> (f64, f64) {
@@ -128,6 +127,14 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WriteCount {
+    pub verb: String,
+    pub resource: String,
+    pub count: u64,
+    pub per_pod: f64,
 }
 
 pub fn write_counts(stats_after: &ApiStats, stats_before: &ApiStats, pods: usize) -> Vec<WriteCount> {

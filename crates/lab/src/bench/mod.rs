@@ -4,7 +4,6 @@
 pub mod ceiling;
 pub mod figures;
 mod planning;
-pub mod plot;
 pub mod report;
 pub mod rollout;
 pub mod seed_compare;

@@ -89,6 +89,7 @@ pub(super) async fn planning(
         now: clock.now(),
         gates: Default::default(),
         nodes: Default::default(),
+        image_pull_jobs: None,
     };
     let (settled_p50, settled_p99, _) = time_plan(&snap, plan_samples);
     let mut changed = cs_now.clone();

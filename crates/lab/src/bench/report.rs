@@ -4,8 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use super::figures::WriteCount;
 use super::figures::{CpuTime, cpu_time};
-use super::rollout::{NEW_IMAGE, OLD_IMAGE};
+
+/// The rollout's images: from, to.
+pub const OLD_IMAGE: &str = "nginx:1.19.0";
+pub const NEW_IMAGE: &str = "nginx:1.20.0";
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Phase {
@@ -82,14 +86,6 @@ pub struct Floor {
     pub floor_with_pull_every_batch_seconds: f64,
     /// Rollout virtual seconds / floor.
     pub ratio: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct WriteCount {
-    pub verb: String,
-    pub resource: String,
-    pub count: u64,
-    pub per_pod: f64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

@@ -36,11 +36,10 @@ use super::figures::{
 };
 use super::planning::{cache_estimate, planning};
 use super::report::{BenchReport, Floor, Memory, Phase, WriteCount, Writes, render};
+pub use super::report::{NEW_IMAGE, OLD_IMAGE};
 use crate::simtime;
 
 const NAME: &str = "bench";
-pub const OLD_IMAGE: &str = "nginx:1.19.0";
-pub const NEW_IMAGE: &str = "nginx:1.20.0";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {

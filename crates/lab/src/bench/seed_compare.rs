@@ -9,6 +9,8 @@
 //! probability (`--new-pod-failure` for a pod's first containers, `--restart-failure` for a container restarted in
 //! place), retried after the kubelet's 10 s back-off. The scheduler places recreated pods (new UIDs, new IPs).
 
+pub mod plot;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -120,7 +122,7 @@ pub struct SeedCompareReport {
 pub fn main(args: SeedCompareArgs) -> anyhow::Result<ExitCode> {
     let report = super::block_on(run(args.clone()))?;
     if let Some(path) = &args.plot {
-        super::plot::write_svg(path, &report)
+        plot::write_svg(path, &report)
             .with_context(|| format!("--plot {}: writing the SVG", path.display()))?;
     }
     super::emit(&report, args.json, render, &report.problems)

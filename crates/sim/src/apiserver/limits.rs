@@ -94,3 +94,13 @@ pub(super) fn rejected() -> ApiError {
         )
     }
 }
+
+/// Refuses a JSON patch's result nesting past [`MAX_DEPTH`] (its paths can add depth its body does not have)
+/// as kube-apiserver does: the patch library fails on it, answered as any failure to apply a JSON patch (422,
+/// `the server rejected our request due to an error in our request`).
+pub(super) fn check_patched(obj: &serde_json::Value) -> Result<(), ApiError> {
+    if crate::deep::value_nesting(obj) > crate::deep::MAX_DEPTH {
+        return Err(rejected());
+    }
+    Ok(())
+}

@@ -168,6 +168,44 @@ pub(super) fn cloneset_meta_types(rt: &ResourceType, obj: &Value) -> Result<(), 
     Ok(())
 }
 
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+pub(super) fn name_errors(name: &str, label: bool) -> Vec<FieldErr> {
+    name_errors_for("metadata.name", name, label)
+}
+
+/// `IsDNS1123Subdomain`'s errors for a name at `field` (a webhook's name).
+pub(in crate::apiserver) fn name_errors_at(field: &str, name: &str) -> Vec<FieldErr> {
+    name_errors_for(field, name, false)
+}
+
+fn name_errors_for(field: &str, name: &str, label: bool) -> Vec<FieldErr> {
+    let max = if label { 63 } else { 253 };
+    let mut errs = Vec::new();
+    if name.len() > max {
+        errs.push(FieldErr::invalid(
+            field,
+            &quote(name),
+            &format!("must be no more than {max} characters"),
+        ));
+    }
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok_chars = name.chars().all(|c| alnum(c) || c == '-' || (!label && c == '.'));
+    let ends_ok = name.starts_with(alnum) && name.ends_with(alnum);
+    let parts_ok = label
+        || name
+            .split('.')
+            .all(|p| p.starts_with(alnum) && p.ends_with(alnum));
+    if !(ok_chars && ends_ok && parts_ok) {
+        errs.push(FieldErr::invalid(
+            field,
+            &quote(name),
+            if label { LABEL_MSG } else { SUBDOMAIN_MSG },
+        ));
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

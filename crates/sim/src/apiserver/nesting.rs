@@ -4,7 +4,7 @@
 use axum::http::Method;
 
 use super::errors::ApiError;
-use super::patch::PatchKind;
+use super::patch::{INVALID_PATCH, PatchKind};
 use super::{ApiRequest, ApiServer};
 use crate::deep::{self, MAX_DEPTH};
 
@@ -73,19 +73,6 @@ fn too_deep(req: &ApiRequest, patch: Option<PatchKind>, bracket: u8) -> ApiError
         }
         _ => INVALID_PATCH.to_string(),
     })
-}
-
-/// `validateAndTranscodePatch`'s answer to a JSON, merge or strategic merge patch that is not valid JSON.
-pub(super) const INVALID_PATCH: &str = "invalid JSON patch";
-
-/// Refuses a JSON patch's result nesting past [`MAX_DEPTH`] (its paths can add depth its body does not have)
-/// as kube-apiserver does: the patch library fails on it, answered as any failure to apply a JSON patch (422,
-/// `the server rejected our request due to an error in our request`).
-pub(super) fn check_patched(obj: &serde_json::Value) -> Result<(), ApiError> {
-    if deep::value_nesting(obj) > MAX_DEPTH {
-        return Err(super::limits::rejected());
-    }
-    Ok(())
 }
 
 /// `summarizeData(body, 30)` (endpoints/handlers/rest.go): an object's first 30 bytes, anything else's in hex.

@@ -4,6 +4,9 @@ use serde_json::{Map, Value};
 
 use super::errors::ApiError;
 
+/// `validateAndTranscodePatch`'s answer to a JSON, merge or strategic merge patch that is not valid JSON.
+pub(super) const INVALID_PATCH: &str = "invalid JSON patch";
+
 /// The patch media types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchKind {
@@ -64,14 +67,14 @@ pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiErr
     // `validateAndTranscodePatch` (endpoints/handlers/patch.go): a JSON, merge or strategic merge patch that is
     // not valid JSON (`json.Valid`) is refused before anything decodes it.
     if kind != PatchKind::Apply && crate::deep::from_slice::<serde::de::IgnoredAny>(body).is_err() {
-        return Err(ApiError::bad_request(super::nesting::INVALID_PATCH));
+        return Err(ApiError::bad_request(INVALID_PATCH));
     }
     match kind {
         PatchKind::Json => {
             let patch: json_patch::Patch = crate::deep::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             super::limits::apply_json_patch(doc, &patch.0)?;
-            super::nesting::check_patched(doc)
+            super::limits::check_patched(doc)
         }
         PatchKind::Merge | PatchKind::Apply => {
             let patch = parse_body(body, kind == PatchKind::Apply)?;

@@ -165,7 +165,7 @@ fn qualified_name(name: &str, path: &str, errs: &mut Vec<FieldErr>) {
         errs.push(FieldErr::required(path, ""));
         return;
     }
-    let subdomain = super::handlers::name_errors_at(path, name);
+    let subdomain = super::metadata_validation::name_errors_at(path, name);
     if !subdomain.is_empty() {
         errs.extend(subdomain);
         return;

@@ -11,6 +11,7 @@ mod pulljob;
 pub mod resize;
 pub mod runtime;
 pub mod status;
+mod timing;
 mod write;
 
 use std::collections::BTreeMap;

@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use super::runtime::add;
 use super::status::to_time;
+use super::timing::add;
 
 /// How long the runtime takes to apply accepted resources to the cgroups.
 pub const ACTUATION: Duration = Duration::from_millis(500);

@@ -179,7 +179,7 @@ fn legacy_spelling_rules() -> Vec<Rule> {
                     "is the apps.kruise.io/v1alpha1 spelling of spec.updateStrategy.rollingUpdate.{f}, which insitu's \
                      defaulting webhook moves there, and it did not run (kubectl get mutatingwebhookconfiguration \
                      {}): set spec.updateStrategy.rollingUpdate.{f} instead",
-                    crate::crd::MUTATING_CONFIG_NAME
+                    crate::keys::MUTATING_CONFIG_NAME
                 ),
             )
             .at(format!(".{f}"))

@@ -8,7 +8,6 @@ mod storage;
 mod subresources;
 mod update;
 
-pub(super) use create::name_errors_at;
 pub(super) use storage::{present, present_value};
 
 use axum::http::{Method, StatusCode};

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use rand_chacha::ChaCha8Rng;
 
 pub use configmaps::ConfigMaps;
@@ -24,6 +24,7 @@ use update::env_hash;
 
 use super::image::{ImageProfiles, normalize_image};
 use super::resize::{NodeAlloc, PodResize, pod_requests};
+pub use super::timing::{add, since};
 
 /// Initial crash-loop and image-pull back-off.
 pub const BACKOFF_INITIAL: Duration = Duration::from_secs(10);
@@ -40,17 +41,6 @@ pub const CONFIG_RETRY: Duration = Duration::from_secs(10);
 pub const PLEG_RELIST: Duration = Duration::from_secs(1);
 /// Guard against runaway zero-duration transition chains.
 const MAX_STEPS_PER_ADVANCE: usize = 100_000;
-
-/// `ts + d`, saturating.
-pub fn add(ts: Timestamp, d: Duration) -> Timestamp {
-    ts.saturating_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(ts)
-}
-
-/// `a - b`, or zero if `a < b`.
-pub fn since(a: Timestamp, b: Timestamp) -> Duration {
-    Duration::try_from(a.duration_since(b)).unwrap_or(Duration::ZERO)
-}
 
 /// Go's `time.Duration.String()` for whole and fractional seconds (`2s`, `1.5s`, `1m20s`, `500ms`).
 pub fn go_duration(d: Duration) -> String {

@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::Intrinsics;
 use crate::strmap::{Entries, StrMap};
-use crate::summary::Intrinsics;
 
 /// A pod: metadata as a struct (read on every plan) but with labels and annotations kept compactly,
 /// `spec.nodeName` (read by the scale-down ranker), and the rest of spec and status as compressed JSON.

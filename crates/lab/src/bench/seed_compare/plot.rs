@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::seed_compare::SeedCompareReport;
+use super::SeedCompareReport;
 use super::timeline::Sample;
 
 /// Which count of a sample a line shows.
