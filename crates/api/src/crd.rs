@@ -451,16 +451,3 @@ pub fn crd_for(target: &WebhookTarget) -> CustomResourceDefinition {
     v["spec"]["conversion"] = conversion_config(target, None);
     serde_json::from_value(v).unwrap_or(alpha)
 }
-
-/// The CRDs rendered as YAML (what `insitu crd` prints and `deploy/crd.yaml` holds): the CloneSet CRD, then
-/// the Advanced StatefulSet CRD (`crate::statefulset::crd`), as two documents.
-pub fn crd_yaml() -> String {
-    crd_yaml_for(&default_webhook_target())
-}
-
-/// The CRDs for `target`, as YAML.
-pub fn crd_yaml_for(target: &WebhookTarget) -> String {
-    let cloneset = serde_saphyr::to_string(&crd_for(target)).unwrap_or_default();
-    let statefulset = serde_saphyr::to_string(&crate::statefulset::crd::crd_for(target)).unwrap_or_default();
-    format!("{cloneset}---\n{statefulset}")
-}

@@ -5,7 +5,9 @@
 pub mod cloneset;
 pub mod containermeta;
 pub mod conversion;
+pub mod conversion_review;
 pub mod crd;
+pub mod crds;
 pub mod defaults;
 pub mod inplace;
 pub mod jsondepth;

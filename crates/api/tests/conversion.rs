@@ -465,7 +465,7 @@ fn conversion_review_converts_every_object_or_fails_naming_it() {
     let a = alpha(json!({}), json!({}));
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
         "request": {"uid": "r-1", "desiredAPIVersion": V1BETA1, "objects": [a.clone(), a]}});
-    let out = insitu_api::conversion::review(&review);
+    let out = insitu_api::conversion_review::review(&review);
     assert_eq!(out["kind"], "ConversionReview");
     assert_eq!(out["response"]["uid"], "r-1");
     assert_eq!(out["response"]["result"]["status"], "Success");
@@ -475,7 +475,7 @@ fn conversion_review_converts_every_object_or_fails_naming_it() {
 
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
         "request": {"uid": "r-2", "desiredAPIVersion": "apps.kruise.io/v9", "objects": [alpha(json!({}), json!({}))]}});
-    let out = insitu_api::conversion::review(&review);
+    let out = insitu_api::conversion_review::review(&review);
     assert_eq!(out["response"]["result"]["status"], "Failure");
     let msg = out["response"]["result"]["message"].as_str().unwrap();
     assert!(msg.contains("CloneSet cs") && msg.contains("v1beta1"), "{msg}");
@@ -492,7 +492,7 @@ fn review_with_template_value(extra: &str) -> Vec<u8> {
 
 #[test]
 fn objects_nested_as_deep_as_kubernetes_allows_convert_and_deeper_ones_are_refused_by_name() {
-    use insitu_api::conversion::review_json;
+    use insitu_api::conversion_review::review_json;
     use insitu_api::jsondepth::{self, MAX_DEPTH, nested_objects};
     // 200 levels under the template's metadata (kept verbatim, as the CRD preserves unknown fields there): on
     // an ordinary test thread.
@@ -530,7 +530,7 @@ fn objects_nested_as_deep_as_kubernetes_allows_convert_and_deeper_ones_are_refus
 
 #[test]
 fn a_review_that_is_not_one_is_an_error_and_missing_parts_a_failure() {
-    use insitu_api::conversion::review_json;
+    use insitu_api::conversion_review::review_json;
     assert!(review_json(b"[1, 2]").is_err());
     assert!(review_json(br#"{"request": {"objects": 5}}"#).is_err());
     let out: Value = serde_json::from_slice(&review_json(br#"{"request": {"uid": "x"}}"#).unwrap()).unwrap();

@@ -4,7 +4,7 @@
 fn committed_crd_is_current() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crd.yaml");
     let committed = std::fs::read_to_string(path).unwrap_or_default();
-    let generated = insitu_api::crd::crd_yaml();
+    let generated = insitu_api::crds::crd_yaml();
     if std::env::var_os("UPDATE_CRD").is_some() {
         std::fs::write(path, &generated).expect("write deploy/crd.yaml");
         return;
@@ -19,7 +19,7 @@ fn committed_crd_is_current() {
 #[test]
 fn chart_crds_are_the_committed_ones() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/insitu/crds");
-    let generated = insitu_api::crd::crd_yaml();
+    let generated = insitu_api::crds::crd_yaml();
     let (cloneset, statefulset) = generated.split_once("\n---\n").expect("two CRD documents");
     let files = [
         ("clonesets.apps.kruise.io.yaml", format!("{cloneset}\n")),

@@ -152,14 +152,14 @@ fn the_conversion_review_converts_clonesets_and_statefulsets_alike() {
                              "updateStrategy": {"type": "InPlaceIfPossible"}}});
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                         "request": {"uid": "u", "desiredAPIVersion": V1ALPHA1, "objects": [b, cs]}});
-    let out = insitu_api::conversion::review(&review);
+    let out = insitu_api::conversion_review::review(&review);
     assert_eq!(out["response"]["result"]["status"], "Success", "{out}");
     let objs = out["response"]["convertedObjects"].as_array().unwrap();
     assert_eq!(objs[0], to_v1alpha1(&b).unwrap());
     assert_eq!(objs[1], cs, "already v1alpha1");
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                         "request": {"uid": "u", "desiredAPIVersion": "apps.kruise.io/v9", "objects": [b]}});
-    let out = insitu_api::conversion::review(&review);
+    let out = insitu_api::conversion_review::review(&review);
     assert_eq!(out["response"]["result"]["status"], "Failure");
     let msg = out["response"]["result"]["message"].as_str().unwrap();
     assert!(msg.starts_with("StatefulSet web: "), "{msg}");

@@ -209,12 +209,12 @@ fn main() -> ExitCode {
             Some(url) => {
                 print!(
                     "{}",
-                    insitu_api::crd::crd_yaml_for(&insitu_api::crd::WebhookTarget::Url(url))
+                    insitu_api::crds::crd_yaml_for(&insitu_api::crd::WebhookTarget::Url(url))
                 );
                 Ok(ExitCode::SUCCESS)
             }
             None => {
-                print!("{}", insitu_api::crd::crd_yaml());
+                print!("{}", insitu_api::crds::crd_yaml());
                 Ok(ExitCode::SUCCESS)
             }
         },

@@ -239,7 +239,7 @@ async fn review(shared: &Shared, req: Request<Incoming>, convert: bool) -> Reply
         .run(move || {
             let started = std::time::Instant::now();
             let out = if convert {
-                insitu_api::conversion::review_json(&body)
+                insitu_api::conversion_review::review_json(&body)
             } else {
                 super::mutate::review_json(&body)
             };

@@ -36,13 +36,13 @@ fn with_api_version(mut v: Value, api_version: &str) -> Value {
 pub(super) const CLONESET_STORAGE_VERSION: &str = "v1beta1";
 
 /// A CloneSet or Advanced StatefulSet (by its `kind`) converted to `api_version` with
-/// `insitu_api::conversion::convert_kind` (the function the webhook serves). Conversion only fails on an
+/// `insitu_api::conversion_review::convert_kind` (the function the webhook serves). Conversion only fails on an
 /// apiVersion that is not a served version, which the callers have ruled out.
 pub(super) fn convert_cloneset(v: Value, api_version: &str) -> Value {
     if v.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
         return v;
     }
-    insitu_api::conversion::convert_kind(&v, api_version).unwrap_or(v)
+    insitu_api::conversion_review::convert_kind(&v, api_version).unwrap_or(v)
 }
 
 /// A request body converted to the stored form.
