@@ -226,14 +226,10 @@ async fn trust_current(client: &kube::Client, target: &WebhookTarget, ca_pem: &s
         return false;
     }
     // The Advanced StatefulSet CRD names the same webhook; absent (or not ours to read) it needs nothing.
-    if let Ok(Some(sts)) = crds.get_opt(STATEFULSET_CRD_NAME).await {
-        let have = serde_json::to_value(&sts).unwrap_or_default();
-        if !client_config_matches(
-            have.pointer("/spec/conversion/webhook/clientConfig"),
-            &want["webhook"]["clientConfig"],
-        ) {
-            return false;
-        }
+    if let Some(config) = our_statefulset_crd(&crds, target).await
+        && !client_config_matches(Some(&config), &want["webhook"]["clientConfig"])
+    {
+        return false;
     }
     let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     match configs.get_opt(insitu_api::crd::MUTATING_CONFIG_NAME).await {
@@ -253,6 +249,11 @@ async fn trust_current(client: &kube::Client, target: &WebhookTarget, ca_pem: &s
 /// A stored `clientConfig` equals the wanted one in URL or Service (namespace, name, path, port 443 by
 /// default) and CA bundle.
 fn client_config_matches(have: Option<&serde_json::Value>, want: &serde_json::Value) -> bool {
+    names_target(have, want) && have.and_then(|h| h.get("caBundle")) == want.get("caBundle")
+}
+
+/// Whether a webhook client config `have` names the same URL or Service as `want` (whatever its CA bundle).
+fn names_target(have: Option<&serde_json::Value>, want: &serde_json::Value) -> bool {
     let Some(have) = have else {
         return false;
     };
@@ -266,9 +267,21 @@ fn client_config_matches(have: Option<&serde_json::Value>, want: &serde_json::Va
             )
         })
     };
-    have.get("url") == want.get("url")
-        && svc(have) == svc(want)
-        && have.get("caBundle") == want.get("caBundle")
+    have.get("url") == want.get("url") && svc(have) == svc(want)
+}
+
+/// The Advanced StatefulSet CRD's conversion client config, if that CRD is installed and names insitu's webhook
+/// (`insitu crd` installed it). Kruise's own CRD, where a team keeps kruise-manager for its StatefulSets, is
+/// left alone: insitu does not take over a CRD it did not install.
+async fn our_statefulset_crd(
+    crds: &Api<CustomResourceDefinition>,
+    target: &WebhookTarget,
+) -> Option<serde_json::Value> {
+    let sts = crds.get_opt(STATEFULSET_CRD_NAME).await.ok().flatten()?;
+    let have = serde_json::to_value(&sts).ok()?;
+    let config = have.pointer("/spec/conversion/webhook/clientConfig")?.clone();
+    let want = insitu_api::crd::conversion_config(target, None);
+    names_target(Some(&config), &want["webhook"]["clientConfig"]).then_some(config)
 }
 
 /// Points the CRD's conversion webhook and the CloneSet defaulting webhook at `target` with `ca_pem`.
@@ -348,7 +361,11 @@ pub async fn patch_crd(
         .map_err(|e| {
             anyhow::anyhow!("patching CRD {CRD_NAME}: {e} (the controller needs get/patch on it)")
         })?;
-    // The Advanced StatefulSet CRD, where installed: not there, or older RBAC, leaves CloneSets working.
+    // The Advanced StatefulSet CRD, where `insitu crd` installed it: not there, Kruise's own, or older RBAC
+    // leaves CloneSets working.
+    if our_statefulset_crd(crds, target).await.is_none() {
+        return Ok(());
+    }
     match crds
         .patch(
             STATEFULSET_CRD_NAME,
@@ -418,5 +435,20 @@ mod tests {
             Some(&stored),
             &insitu_api::crd::conversion_config(&url, Some("Q0E="))["webhook"]["clientConfig"]
         ));
+    }
+
+    #[test]
+    fn a_crd_is_ours_when_it_names_our_webhook_whatever_its_ca() {
+        let svc = insitu_api::crd::default_webhook_target();
+        let want = insitu_api::crd::conversion_config(&svc, None);
+        let want = &want["webhook"]["clientConfig"];
+        let ours = json!({"service": {"namespace": "insitu-system", "name": "insitu-webhook", "path": "/convert",
+                          "port": 443}, "caBundle": "T0xE"});
+        assert!(names_target(Some(&ours), want));
+        // Kruise's own webhook Service: not insitu's to repoint.
+        let kruise = json!({"service": {"namespace": "kruise-system", "name": "kruise-webhook-service",
+                            "path": "/convert"}, "caBundle": "Q0E="});
+        assert!(!names_target(Some(&kruise), want));
+        assert!(!names_target(None, want));
     }
 }
