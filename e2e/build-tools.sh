@@ -7,10 +7,12 @@
 #
 #   e2e/build-tools.sh [--real-node]
 #
-# --real-node also builds what e2e/real-node.sh needs: kubelet (same module and
-# ldflags as the others, so Go's build cache is shared), a registry
-# (distribution v3) and crane (go-containerregistry). A cold kubelet build takes
-# ~20 min on 2 loaded cores; with the apiserver already in Go's cache ~3 min.
+# --real-node also builds what e2e/real-node.sh and the in-cluster tier need:
+# kubelet, kube-proxy and kube-scheduler (same module and ldflags as the others,
+# so Go's build cache is shared), a registry (distribution v3) and crane
+# (go-containerregistry). A cold kubelet build takes ~20 min on 2 loaded cores;
+# with the apiserver already in Go's cache ~3 min (kube-proxy and kube-scheduler
+# add a few minutes more when cold).
 #
 # Idempotent and cheap when up to date: if all binaries exist and a stamp of
 # the inputs (go.mod/go.sum, ldflags, go version, this script) is unchanged the
@@ -108,7 +110,7 @@ fi
 # --- the real node's tools (e2e/real-node.sh) ---------------------------------------------------------------------
 REGISTRY_PKG="github.com/distribution/distribution/v3/cmd/registry@v3.1.2"
 CRANE_PKG="github.com/google/go-containerregistry/cmd/crane@v0.22.1"
-REAL_BINS=(kubelet registry crane)
+REAL_BINS=(kubelet kube-proxy kube-scheduler registry crane)
 REAL_STAMP="$BIN_DIR/.build-stamp-real-node"
 real_stamp_value() {
   { echo "$WANT|$REGISTRY_PKG|$CRANE_PKG"; } | sha256sum | cut -d' ' -f1
@@ -124,8 +126,9 @@ if ((REAL_NODE)); then
     echo "build-tools.sh: real-node tools up to date (kubelet $K8S_VERSION, registry, crane)"
   else
     rm -f "$REAL_STAMP"
-    echo "build-tools.sh: building kubelet $K8S_VERSION (a cold build takes ~20 min; shares Go's cache with the apiserver)"
-    (cd "$K8S_MOD" && go build -p "$P" -trimpath -ldflags "$K8S_LDFLAGS" -o "$BIN_DIR/" k8s.io/kubernetes/cmd/kubelet)
+    echo "build-tools.sh: building kubelet, kube-proxy, kube-scheduler $K8S_VERSION (a cold build takes ~20 min; shares Go's cache with the apiserver)"
+    (cd "$K8S_MOD" && go build -p "$P" -trimpath -ldflags "$K8S_LDFLAGS" -o "$BIN_DIR/" k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kube-scheduler)
     # `go install pkg@version`: each tool in its own module's build list, pinned by the version above.
     echo "build-tools.sh: building $REGISTRY_PKG and $CRANE_PKG"
     # One `go install` per module (a pkg@version list must name one module).
