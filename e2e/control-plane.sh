@@ -13,12 +13,18 @@
 #   etcd-data/            etcd data dir (--unsafe-no-fsync)
 #   etcd.pid apiserver.pid, etcd.log apiserver.log, env (ports, for scripts)
 #   controller-manager.{pid,log}   only with CONTROLLER_MANAGER=1
+#   scheduler.{pid,log}            only with SCHEDULER=1
 # Env knobs: START_TIMEOUT (seconds, default 60), APISERVER_EXTRA_ARGS and ETCD_EXTRA_ARGS (word-split),
 #   CONTROLLER_MANAGER=1 also starts kube-controller-manager (namespace deletion, the `default` ServiceAccount,
 #   garbage collection, pvc-protection, ...: what a real cluster runs besides the apiserver),
+#   SCHEDULER=1 also starts kube-scheduler (for pods of Deployments on a real node: e2e/in-cluster/run),
 #   NODE_AUTHZ=1 authorizes kubelets as a real cluster does (--authorization-mode=Node,RBAC and the
 #   NodeRestriction admission plugin) and gives the apiserver a kubelet client certificate (pki/kubelet-client.*,
 #   system:masters): for a real node (e2e/real-node.sh).
+#   APISERVER_FOR_PODS=<ip> makes the apiserver reachable from pods, as in a cluster (e2e/in-cluster/run): it
+#   listens on all addresses and advertises <ip> (the pod bridge's gateway), so its endpoint reconciler points the
+#   `kubernetes` Service (10.0.0.1:443) there; its certificate names 10.0.0.1, <ip> and kubernetes.default.svc;
+#   the ServiceAccount admission plugin is on (pods get their projected token and kube-root-ca.crt mounted).
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +74,7 @@ cmd_stop() {
   local wd="$1"
   [[ -d "$wd" ]] || return 0
   # Clients first, apiserver before etcd, so none spams errors about a vanished server.
+  kill_pidfile "$wd/scheduler.pid" kube-scheduler
   kill_pidfile "$wd/controller-manager.pid" kube-controller
   kill_pidfile "$wd/apiserver.pid" kube-apiserver
   kill_pidfile "$wd/etcd.pid" etcd
@@ -83,7 +90,11 @@ gen_pki() {
     local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
     openssl req -x509 "${ec[@]}" -days 7 -subj /CN=insitu-e2e-ca \
       -keyout ca.key -out ca.crt 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n' >apiserver.ext
+    local sans="IP:127.0.0.1,DNS:localhost"
+    if [[ -n "${APISERVER_FOR_PODS:-}" ]]; then
+      sans+=",IP:10.0.0.1,IP:$APISERVER_FOR_PODS,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+    fi
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n' "$sans" >apiserver.ext
     openssl req "${ec[@]}" -subj /CN=kube-apiserver -keyout apiserver.key -out apiserver.csr 2>/dev/null
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
       -extfile apiserver.ext -out apiserver.crt 2>/dev/null
@@ -154,6 +165,12 @@ start_once() {
     authz=(--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
       --kubelet-client-certificate="$wd/pki/kubelet-client.crt" --kubelet-client-key="$wd/pki/kubelet-client.key")
   fi
+  # Where the apiserver listens and what the `kubernetes` Service points at (see APISERVER_FOR_PODS above).
+  local net=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --disable-admission-plugins=ServiceAccount
+    --endpoint-reconciler-type=none)
+  if [[ -n "${APISERVER_FOR_PODS:-}" ]]; then
+    net=(--bind-address=0.0.0.0 --advertise-address="$APISERVER_FOR_PODS" --endpoint-reconciler-type=lease)
+  fi
   rm -rf "$wd/etcd-data"
   # shellcheck disable=SC2086 # ETCD_EXTRA_ARGS is intentionally word-split
   # setsid: own session/process group, so the caller's Ctrl-C or job control
@@ -189,13 +206,10 @@ start_once() {
     --tls-private-key-file="$wd/pki/apiserver.key" \
     --client-ca-file="$wd/pki/ca.crt" \
     --secure-port="$api_port" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
+    "${net[@]}" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --allow-privileged=true \
     "${authz[@]}" \
-    --disable-admission-plugins=ServiceAccount \
-    --endpoint-reconciler-type=none \
     --service-account-issuer="https://127.0.0.1:$api_port/" \
     --service-account-key-file="$wd/pki/sa.pub" \
     --service-account-signing-key-file="$wd/pki/sa.key" \
@@ -222,6 +236,9 @@ start_once() {
 
   if [[ "${CONTROLLER_MANAGER:-0}" == 1 ]]; then
     start_controller_manager "$wd" || return 1
+  fi
+  if [[ "${SCHEDULER:-0}" == 1 ]]; then
+    start_scheduler "$wd" || return 1
   fi
 
   cat >"$wd/env" <<EOF
@@ -264,10 +281,31 @@ start_controller_manager() {
     || { log "kube-controller-manager created no 'default' ServiceAccount"; return 1; }
 }
 
+# kube-scheduler as the admin, default profile, no leader election, serving on loopback only.
+start_scheduler() {
+  local wd="$1" port rc=0
+  port="$(free_port)"
+  setsid "$BIN_DIR/kube-scheduler" \
+    --kubeconfig="$wd/kubeconfig" \
+    --leader-elect=false \
+    --bind-address=127.0.0.1 \
+    --secure-port="$port" \
+    </dev/null >"$wd/scheduler.log" 2>&1 &
+  echo $! >"$wd/scheduler.pid"
+  wait_until "$START_TIMEOUT" "$wd/scheduler.pid" kube-scheduler \
+    curl -fsSk "https://127.0.0.1:$port/healthz" || rc=$?
+  if ((rc != 0)); then
+    log "kube-scheduler did not become healthy (rc=$rc); last log lines:"
+    tail -n 30 "$wd/scheduler.log" >&2 || true
+    return 1
+  fi
+}
+
 cmd_start() {
   local wd="$1" b attempt
   local bins=(etcd kube-apiserver kubectl)
   [[ "${CONTROLLER_MANAGER:-0}" == 1 ]] && bins+=(kube-controller-manager)
+  [[ "${SCHEDULER:-0}" == 1 ]] && bins+=(kube-scheduler)
   for b in "${bins[@]}"; do
     [[ -x "$BIN_DIR/$b" ]] || die "missing $BIN_DIR/$b; run e2e/build-tools.sh first"
   done
@@ -278,7 +316,8 @@ cmd_start() {
   wd="$(cd "$wd" && pwd)"
   if pid_alive "$(cat "$wd/etcd.pid" 2>/dev/null)" etcd ||
     pid_alive "$(cat "$wd/apiserver.pid" 2>/dev/null)" kube-apiserver ||
-    pid_alive "$(cat "$wd/controller-manager.pid" 2>/dev/null)" kube-controller; then
+    pid_alive "$(cat "$wd/controller-manager.pid" 2>/dev/null)" kube-controller ||
+    pid_alive "$(cat "$wd/scheduler.pid" 2>/dev/null)" kube-scheduler; then
     die "a control plane is already running in $wd (run: $0 stop $wd)"
   fi
   rm -f "$wd/kubeconfig" "$wd/env"

@@ -22,7 +22,9 @@
 # Only one real node per machine: containerd 1.6 hardcodes /run/containerd, the kubelet owns the `kubepods`
 # cgroups and host sysctls. A marker /run/insitu-real-node.owner names the workdir that holds the machine.
 # Env knobs: NODE_NAME (default insitu-real-0), START_TIMEOUT (seconds, default 60), POD_SUBNET (default
-#   10.88.0.0/16), NODE_BRIDGE (default insitu-e2e0).
+#   10.88.0.0/16), NODE_BRIDGE (default insitu-e2e0), KUBE_PROXY=1 also runs kube-proxy (iptables mode, from
+#   $E2E_BIN_DIR) so that Service ClusterIPs work, for pods and for the host (its OUTPUT chain: the apiserver
+#   reaching a webhook Service); stop removes its rules (`kube-proxy --cleanup`).
 # Exit codes: 0 ok, 4 this machine cannot run containers (the reason is printed), other = failure.
 set -euo pipefail
 
@@ -37,7 +39,7 @@ PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables co
 CNI_BIN=/usr/lib/cni
 # Host sysctls the kubelet (setupKernelTunables) and the bridge plugin (ip_forward) change.
 SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
-  kernel.keys.root_maxbytes net.ipv4.ip_forward)
+  kernel.keys.root_maxbytes net.ipv4.ip_forward net.ipv4.conf.all.route_localnet)
 # Host paths some part writes to whatever its configuration says (kubelet: container log symlinks; libcni: its
 # result cache; containerd 1.6: fifos, runc state and shim sockets). Removed on stop if they did not exist.
 HOST_DIRS=(/var/log/containers /var/lib/cni /run/containerd)
@@ -425,13 +427,55 @@ untaint_node() {
   fi
 }
 
+# --- kube-proxy (KUBE_PROXY=1) ------------------------------------------------------------------------------------------
+# iptables mode as the admin. conntrack sysctls are left alone (maxPerCore 0, timeouts 0: cmd/kube-proxy/app
+# server_linux.go setupConntrack skips zero values) and so is route_localnet (localhostNodePorts off): stop only
+# has to remove the rules.
+start_kube_proxy() {
+  local wd="$1" p="$1/node/kube-proxy" hport mport i
+  hport="$(free_port)"
+  mport="$(free_port)"
+  mkdir -p "$p"
+  cat >"$p/config.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $wd/kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_SUBNET
+healthzBindAddress: 127.0.0.1:$hport
+metricsBindAddress: 127.0.0.1:$mport
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+EOF
+  setsid "$BIN_DIR/kube-proxy" --config="$p/config.yaml" --v=2 </dev/null >"$p/kube-proxy.log" 2>&1 &
+  echo $! >"$p/kube-proxy.pid"
+  # Healthy once it has synced its rules from the Services and EndpointSlices at least once.
+  for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+    curl -fsS "http://127.0.0.1:$hport/healthz" >/dev/null 2>&1 && return 0
+    pid_alive "$(cat "$p/kube-proxy.pid")" kube-proxy || break
+    sleep 0.2
+  done
+  tail -n 30 "$p/kube-proxy.log" >&2
+  die "kube-proxy did not become healthy (log: $p/kube-proxy.log)"
+}
+
+stop_kube_proxy() {
+  local p="$1/node/kube-proxy"
+  [[ -d "$p" ]] || return 0
+  kill_pidfile "$p/kube-proxy.pid" kube-proxy
+  "$BIN_DIR/kube-proxy" --cleanup >"$p/cleanup.log" 2>&1 || log "kube-proxy --cleanup failed (see $p/cleanup.log)"
+}
+
 # --- start / stop --------------------------------------------------------------------------------------------------------
 cmd_start() {
   local wd="$1" b t=$SECONDS
   check_machine
   [[ -f "$wd/kubeconfig" && -f "$wd/pki/ca.key" ]] || die "$wd has no control plane (kubeconfig, pki/ca.key): run control-plane.sh start first"
   wd="$(cd "$wd" && pwd)"
-  for b in kubelet registry crane kubectl; do
+  local bins=(kubelet registry crane kubectl)
+  [[ "${KUBE_PROXY:-0}" == 1 ]] && bins+=(kube-proxy)
+  for b in "${bins[@]}"; do
     [[ -x "$BIN_DIR/$b" ]] || die "missing $BIN_DIR/$b; run e2e/build-tools.sh --real-node first"
   done
   install_packages
@@ -458,6 +502,7 @@ cmd_start() {
   start_containerd "$wd"
   start_kubelet "$wd"
   untaint_node "$wd"
+  if [[ "${KUBE_PROXY:-0}" == 1 ]]; then start_kube_proxy "$wd"; fi
   cat >"$wd/node/env" <<EOF
 NODE_NAME=$NODE_NAME
 REGISTRY=$REGISTRY
@@ -490,6 +535,7 @@ cmd_stop() {
     done
   fi
   kill_pidfile "$n/kubelet/kubelet.pid" kubelet
+  stop_kube_proxy "$wd"
   if [[ -S "$sock" ]]; then
     local id
     for id in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
