@@ -2,8 +2,11 @@
 //! expression parses as PromQL, and every metric it selects is exported with the type its function needs
 //! (`rate` over a counter's `_total`, `histogram_quantile` over a histogram's `_bucket`).
 
+mod promql;
+
 use insitu_controller::metrics::{Metrics, cs_labels};
-use promql_parser::parser::{self, Expr};
+use promql::selectors;
+use promql_parser::parser;
 
 /// The `expr: |` blocks of the rules file (a block ends at the next key at the rule's indentation).
 fn expressions(yaml: &str) -> Vec<String> {
@@ -26,24 +29,6 @@ fn expressions(yaml: &str) -> Vec<String> {
         out.push(expr.trim().to_string());
     }
     out
-}
-
-/// (function applied to it or "", metric name) for every selector in `e`.
-fn selectors(e: &Expr, func: &str, out: &mut Vec<(String, String)>) {
-    match e {
-        Expr::VectorSelector(vs) => out.push((func.into(), vs.name.clone().unwrap_or_default())),
-        Expr::MatrixSelector(ms) => out.push((func.into(), ms.vs.name.clone().unwrap_or_default())),
-        Expr::Call(c) => c.args.args.iter().for_each(|a| selectors(a, c.func.name, out)),
-        Expr::Aggregate(a) => selectors(&a.expr, func, out),
-        Expr::Unary(u) => selectors(&u.expr, func, out),
-        Expr::Binary(b) => {
-            selectors(&b.lhs, func, out);
-            selectors(&b.rhs, func, out);
-        }
-        Expr::Paren(p) => selectors(&p.expr, func, out),
-        Expr::Subquery(s) => selectors(&s.expr, func, out),
-        _ => {}
-    }
 }
 
 #[test]
