@@ -127,6 +127,7 @@ async fn reconcile_round(cs: Arc<CloneSet>, r: Arc<Reconciler>) -> Result<Action
             .inc();
         return Ok(Action::await_change());
     }
+    ctx.metrics.init_cloneset(&ns, &name);
     // Bounded: a cache that cannot sync (apiserver refusing the list) fails this reconcile, which is retried,
     // instead of holding a worker (and the graceful shutdown) forever.
     let limit = ctx.config.cache_sync_timeout;

@@ -77,7 +77,9 @@ fn own_exposition() -> String {
     m.inplace_update_duration.get_or_create(&labels).observe(3.0);
     m.recreate_update.get_or_create(&labels).inc();
     m.expectation_leakage.get_or_create(&labels).inc();
-    m.reconcile.get_or_create(&vec![("result", "ok".to_string())]).inc();
+    m.reconcile
+        .get_or_create(&vec![("result", "ok".to_string())])
+        .inc();
     m.write("patch", "pods");
     m.leader.set(1);
     m.plan_duration.observe(0.001);

@@ -48,7 +48,9 @@ pub fn check_exported(expr: &str, exposition: &str) -> Result<usize, String> {
     }
     for (func, name) in &found {
         let (base, kind) = family(name);
-        if !exposition.contains(&format!("\n# TYPE {base} {kind}\n")) && !exposition.starts_with(&format!("# TYPE {base} {kind}\n")) {
+        if !exposition.contains(&format!("\n# TYPE {base} {kind}\n"))
+            && !exposition.starts_with(&format!("# TYPE {base} {kind}\n"))
+        {
             return Err(format!("{name} (in {expr}): no {kind} family {base} is exported"));
         }
         if ["rate", "increase", "irate"].contains(&func.as_str()) && kind == "gauge" {
