@@ -21,8 +21,11 @@ const ALERTS: [&str; 4] = [
     "InSituControllerDown",
 ];
 
+/// (where: an alert or a panel title, PromQL expression) pairs.
+type Exprs = Vec<(String, String)>;
+
 /// (alert name, expression) of every rule in a PrometheusRule's `groups`.
-fn rules(groups: &Value) -> Vec<(String, String)> {
+fn rules(groups: &Value) -> Exprs {
     let mut out = Vec::new();
     for g in groups.as_array().into_iter().flatten() {
         for r in g["rules"].as_array().into_iter().flatten() {
@@ -34,7 +37,7 @@ fn rules(groups: &Value) -> Vec<(String, String)> {
 }
 
 /// (panel title, expression) of every target of every panel of a Grafana dashboard.
-fn panels(dashboard: &Value) -> Vec<(String, String)> {
+fn panels(dashboard: &Value) -> Exprs {
     let mut out = Vec::new();
     for p in dashboard["panels"].as_array().into_iter().flatten() {
         for t in p["targets"].as_array().into_iter().flatten() {
@@ -46,7 +49,7 @@ fn panels(dashboard: &Value) -> Vec<(String, String)> {
 }
 
 /// Rules and panels from `helm template`'s output: the PrometheusRule and the dashboard ConfigMap.
-fn from_rendered(yaml: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn from_rendered(yaml: &str) -> (Exprs, Exprs) {
     let (mut r, mut p) = (None, None);
     for doc in yaml.split("\n---") {
         if doc.trim().is_empty() {
