@@ -24,6 +24,9 @@ pub fn skip_reason(scenario: &str) -> Option<&'static str> {
         "pvc" => Some(
             "the e2e binds claims without PersistentVolumes (no provisioner); a real kubelet mounts only PV-backed claims",
         ),
+        "whatif" => Some(
+            "its rollouts roll images that only simulated nodes pull (nginx:whatif-*); the real-node accuracy run (±25%) is not built yet",
+        ),
         "env_from_label" => Some(
             "restarting a container whose env reads a changed label is kruise-daemon's job; the real node runs none",
         ),
