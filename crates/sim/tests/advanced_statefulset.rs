@@ -157,23 +157,17 @@ async fn kruise_validation_refuses_with_its_messages() {
         .create(&PostParams::default(), &bad)
         .await
         .expect_err("maxUnavailable 2 needs Parallel");
-    let kube::Error::Api(status) = err else {
-        panic!("{err}")
-    };
-    assert_eq!(status.code, 422);
+    let (code, _, message) = common::api_err(err);
+    assert_eq!(code, 422);
     assert!(
-        status.message.contains(
+        message.contains(
             "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 2: can only work with Parallel PodManagementPolicyType"
         ),
-        "{}",
-        status.message
+        "{message}"
     );
     assert!(
-        status
-            .message
-            .starts_with("StatefulSet.apps.kruise.io \"bad\" is invalid"),
-        "{}",
-        status.message
+        message.starts_with("StatefulSet.apps.kruise.io \"bad\" is invalid"),
+        "{message}"
     );
 
     let in_place = beta(

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Req, base, server};
+use common::{Req, api_err, base, server};
 
 use futures::{StreamExt, TryStreamExt};
 use insitu_api::CloneSet;
@@ -30,13 +30,6 @@ fn pod(name: &str, labels: Value, node: Option<&str>) -> Pod {
         v["spec"]["nodeName"] = json!(n);
     }
     serde_json::from_value(v).expect("pod")
-}
-
-fn api_err(e: kube::Error) -> (u16, String, String) {
-    match e {
-        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 fn cloneset(name: &str, replicas: i32) -> CloneSet {

@@ -148,10 +148,7 @@ async fn watches_and_validation_speak_the_request_version() {
         .create(&PostParams::default(), &bad)
         .await
         .expect_err("invalid");
-    let msg = match err {
-        kube::Error::Api(s) => s.message,
-        e => panic!("{e:?}"),
-    };
+    let (_, _, msg) = common::api_err(err);
     assert!(
         msg.contains(
             "spec.updateStrategy.type: Invalid value: \"Sometimes\": must be 'RollingUpdate' or 'OnDelete'"
@@ -170,10 +167,7 @@ async fn watches_and_validation_speak_the_request_version() {
         .replace("w", &PostParams::default(), &a)
         .await
         .expect_err("OnDelete is v1beta1 only");
-    let msg = match err {
-        kube::Error::Api(s) => s.message,
-        e => panic!("{e:?}"),
-    };
+    let (_, _, msg) = common::api_err(err);
     assert!(
         msg.contains("spec.updateStrategy.type: Invalid value: \"OnDelete\""),
         "{msg}"

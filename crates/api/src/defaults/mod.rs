@@ -35,6 +35,35 @@ pub fn cloneset(obj: &mut Value, template: bool) {
     }
     let Some(root) = obj.as_object_mut() else { return };
     let spec = entry_obj(root, "spec");
+    replicas_and_template(spec, template);
+    let strategy = entry_obj(spec, "updateStrategy");
+    if version == V1ALPHA1 {
+        set(strategy, "type", json!("ReCreate"));
+        let kind = strategy.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind == "InPlaceIfPossible" || kind == "InPlaceOnly" {
+            set(strategy, "inPlaceUpdateStrategy", json!({}));
+        }
+        rolling_numbers(strategy);
+    } else {
+        set(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            let rolling = entry_obj(strategy, "rollingUpdate");
+            set(rolling, "podUpdatePolicy", json!("ReCreate"));
+            let policy = rolling
+                .get("podUpdatePolicy")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if policy == "InPlaceIfPossible" || policy == "InPlaceOnly" {
+                set(rolling, "inPlaceUpdateStrategy", json!({}));
+            }
+            rolling_numbers(rolling);
+        }
+    }
+}
+
+/// `replicas: 1`, `revisionHistoryLimit: 10`, and (when `template`) the pod template's and the claim templates'
+/// defaults; every quantity of both canonical. CloneSet's and Advanced StatefulSet's defaulting share this.
+pub(crate) fn replicas_and_template(spec: &mut Map<String, Value>, template: bool) {
     set(spec, "replicas", json!(1));
     set(spec, "revisionHistoryLimit", json!(10));
     if template {
@@ -62,29 +91,6 @@ pub fn cloneset(obj: &mut Value, template: bool) {
     for key in ["template", "volumeClaimTemplates"] {
         if let Some(v) = spec.get_mut(key) {
             crate::quantity::canonicalize_in(v);
-        }
-    }
-    let strategy = entry_obj(spec, "updateStrategy");
-    if version == V1ALPHA1 {
-        set(strategy, "type", json!("ReCreate"));
-        let kind = strategy.get("type").and_then(Value::as_str).unwrap_or_default();
-        if kind == "InPlaceIfPossible" || kind == "InPlaceOnly" {
-            set(strategy, "inPlaceUpdateStrategy", json!({}));
-        }
-        rolling_numbers(strategy);
-    } else {
-        set(strategy, "type", json!("RollingUpdate"));
-        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-            let rolling = entry_obj(strategy, "rollingUpdate");
-            set(rolling, "podUpdatePolicy", json!("ReCreate"));
-            let policy = rolling
-                .get("podUpdatePolicy")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if policy == "InPlaceIfPossible" || policy == "InPlaceOnly" {
-                set(rolling, "inPlaceUpdateStrategy", json!({}));
-            }
-            rolling_numbers(rolling);
         }
     }
 }
@@ -138,14 +144,14 @@ pub fn admit_request(
     Ok(Admitted { object, warnings })
 }
 
-fn set(m: &mut Map<String, Value>, key: &str, v: Value) {
+pub(crate) fn set(m: &mut Map<String, Value>, key: &str, v: Value) {
     if m.get(key).is_none_or(Value::is_null) {
         m.insert(key.to_string(), v);
     }
 }
 
 /// The object at `key`, created (or replacing a null/non-object) if needed.
-fn entry_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+pub(crate) fn entry_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
     let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
     if !v.is_object() {
         *v = json!({});

@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::conversion::{V1ALPHA1, V1BETA1};
-use crate::defaults::pod;
+use crate::defaults::{entry_obj, replicas_and_template, set};
 
 /// The kind these defaults apply to.
 pub const KIND: &str = "StatefulSet";
@@ -45,34 +45,7 @@ pub fn statefulset(obj: &mut Value, template: bool) {
         set_str(policy, "whenDeleted", json!("Retain"));
         set_str(policy, "whenScaled", json!("Retain"));
     }
-    set(spec, "replicas", json!(1));
-    set(spec, "revisionHistoryLimit", json!(10));
-    if template {
-        if let Some(s) = spec
-            .get_mut("template")
-            .and_then(Value::as_object_mut)
-            .and_then(|t| t.get_mut("spec"))
-            .and_then(Value::as_object_mut)
-        {
-            pod::pod_spec(s);
-        }
-        for vct in spec
-            .get_mut("volumeClaimTemplates")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
-            // `SetDefaults_PersistentVolumeClaim`: the phase only (Kruise does not default volumeMode).
-            set(entry_obj(vct, "status"), "phase", json!("Pending"));
-        }
-    }
-    // Kruise answers with a patch to its Go-marshalled object: quantities come back canonical (`0.5` → `500m`).
-    for key in ["template", "volumeClaimTemplates"] {
-        if let Some(v) = spec.get_mut(key) {
-            crate::quantity::canonicalize_in(v);
-        }
-    }
+    replicas_and_template(spec, template);
 }
 
 /// The webhook's decision for a CREATE (`old` = None) or an UPDATE: the template is defaulted on CREATE, and on
@@ -94,26 +67,9 @@ pub fn is_statefulset(obj: &Value) -> bool {
         )
 }
 
-fn set(m: &mut Map<String, Value>, key: &str, v: Value) {
-    if m.get(key).is_none_or(Value::is_null) {
-        m.insert(key.to_string(), v);
-    }
-}
-
 /// Go's `len(s) == 0` test: an absent, null or empty string gets the default.
 fn set_str(m: &mut Map<String, Value>, key: &str, v: Value) {
     if m.get(key).is_none_or(|x| x.is_null() || x.as_str() == Some("")) {
         m.insert(key.to_string(), v);
-    }
-}
-
-fn entry_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let v = m.entry(key.to_string()).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    match v {
-        Value::Object(o) => o,
-        _ => unreachable!("just made an object"),
     }
 }

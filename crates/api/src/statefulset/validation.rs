@@ -11,9 +11,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::v1beta1::{StatefulSet, StatefulSetSpec};
 use crate::validation::{
-    ErrorKind, FieldError, forbidden, format, invalid, json, msg, normalized, quote, required,
-    selector_is_empty, selector_matches, selector_parse_error, template, template_spec_ops,
-    validate_label_selector,
+    ErrorKind, FieldError, Messages, forbidden, format, invalid, json, msg, normalized, quote, required,
+    template_spec_ops,
 };
 
 /// Kruise's messages for Advanced StatefulSets (shared with the CEL rules).
@@ -143,54 +142,17 @@ fn validate_spec(spec: &StatefulSetSpec) -> Vec<FieldError> {
 /// `validateSpecSelector` (with `ValidatePodTemplateSpecForStatefulSet`), the restart policy and
 /// `activeDeadlineSeconds`.
 fn selector_and_template(spec: &StatefulSetSpec, errs: &mut Vec<FieldError>) {
-    errs.extend(validate_label_selector(&spec.selector, "spec.selector"));
-    let empty = selector_is_empty(&spec.selector);
-    if empty {
-        errs.push(invalid(
-            "spec.selector",
-            json(&spec.selector),
-            smsg::EMPTY_SELECTOR,
-        ));
-    }
-    if selector_parse_error(&spec.selector).is_some() {
-        errs.push(invalid("spec.selector", json(&spec.selector), ""));
-    } else {
-        let labels = template::template_labels(&spec.template);
-        if !empty && !selector_matches(&spec.selector, &labels) {
-            let shown = match spec.template.metadata.as_ref().and_then(|m| m.labels.as_ref()) {
-                Some(l) => json(l),
-                None => "null".into(),
-            };
-            errs.push(invalid(
-                "spec.template.metadata.labels",
-                shown,
-                msg::SELECTOR_MISMATCH,
-            ));
-        }
-        let vcts = template::vct_names(&spec.volume_claim_templates);
-        errs.extend(template::validate_template(
-            &spec.template,
-            &vcts,
-            "spec.template",
-        ));
-    }
-    let pod = spec.template.spec.as_ref();
-    if let Some(rp) = pod.and_then(|p| p.restart_policy.as_deref())
-        && !rp.is_empty()
-        && rp != "Always"
-    {
-        errs.push(FieldError {
-            field: "spec.template.spec.restartPolicy".into(),
-            kind: ErrorKind::NotSupported(vec!["Always".into()]),
-            detail: quote(rp),
-        });
-    }
-    if pod.and_then(|p| p.active_deadline_seconds).is_some() {
-        errs.push(forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            smsg::ACTIVE_DEADLINE,
-        ));
-    }
+    crate::validation::selector_and_template(
+        &spec.selector,
+        &spec.template,
+        &spec.volume_claim_templates,
+        &Messages {
+            empty_selector: smsg::EMPTY_SELECTOR,
+            unparsable_selector: "",
+            active_deadline: smsg::ACTIVE_DEADLINE,
+        },
+        errs,
+    );
 }
 
 /// `validateReserveOrdinals`: integers not negative, strings `A-B` ranges with `A <= B`.

@@ -24,6 +24,8 @@ pub mod v1beta1;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::{CloneSet, CloneSetSpec, CloneSetUpdateStrategy, CloneSetUpdateStrategyType};
@@ -296,61 +298,17 @@ fn validate_spec(spec: &CloneSetSpec) -> Vec<FieldError> {
         errs.push(invalid("spec.replicas", replicas, msg::NONNEGATIVE));
     }
 
-    // Selector: well-formed, non-empty, matching the template; then the template itself.
-    errs.extend(validate_label_selector(&spec.selector, "spec.selector"));
-    let empty = selector_is_empty(&spec.selector);
-    if empty {
-        errs.push(invalid(
-            "spec.selector",
-            json(&spec.selector),
-            msg::EMPTY_SELECTOR,
-        ));
-    }
-    if selector_parse_error(&spec.selector).is_some() {
-        // Kruise skips the template checks when the selector does not parse.
-        errs.push(invalid(
-            "spec.selector",
-            json(&spec.selector),
-            "the selector cannot be parsed: fix the errors reported for spec.selector.*",
-        ));
-    } else {
-        let labels = template::template_labels(&spec.template);
-        if !empty && !selector_matches(&spec.selector, &labels) {
-            let shown = match spec.template.metadata.as_ref().and_then(|m| m.labels.as_ref()) {
-                Some(l) => json(l),
-                None => "null".into(),
-            };
-            errs.push(invalid(
-                "spec.template.metadata.labels",
-                shown,
-                msg::SELECTOR_MISMATCH,
-            ));
-        }
-        let vcts = template::vct_names(&spec.volume_claim_templates);
-        errs.extend(template::validate_template(
-            &spec.template,
-            &vcts,
-            "spec.template",
-        ));
-    }
-
-    let pod = spec.template.spec.as_ref();
-    if let Some(rp) = pod.and_then(|p| p.restart_policy.as_deref())
-        && !rp.is_empty()
-        && rp != "Always"
-    {
-        errs.push(FieldError {
-            field: "spec.template.spec.restartPolicy".into(),
-            kind: ErrorKind::NotSupported(vec!["Always".into()]),
-            detail: quote(rp),
-        });
-    }
-    if pod.and_then(|p| p.active_deadline_seconds).is_some() {
-        errs.push(forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            msg::ACTIVE_DEADLINE,
-        ));
-    }
+    selector_and_template(
+        &spec.selector,
+        &spec.template,
+        &spec.volume_claim_templates,
+        &Messages {
+            empty_selector: msg::EMPTY_SELECTOR,
+            unparsable_selector: "the selector cannot be parsed: fix the errors reported for spec.selector.*",
+            active_deadline: msg::ACTIVE_DEADLINE,
+        },
+        &mut errs,
+    );
 
     if let Some(scale) = &spec.scale_strategy {
         let mut seen = BTreeSet::new();
@@ -387,6 +345,70 @@ fn validate_spec(spec: &CloneSetSpec) -> Vec<FieldError> {
         errs.push(invalid("spec.minReadySeconds", v, msg::NONNEGATIVE));
     }
     errs
+}
+
+/// The messages that differ between the workloads in [`selector_and_template`].
+pub(crate) struct Messages {
+    pub empty_selector: &'static str,
+    pub unparsable_selector: &'static str,
+    pub active_deadline: &'static str,
+}
+
+/// The selector (well-formed, non-empty, matching the template's labels), then the template itself, its
+/// restart policy and `activeDeadlineSeconds`: the checks CloneSet's and Advanced StatefulSet's webhooks share
+/// (Kruise's `validateSpecSelector` / `validateStatefulSetSpec` with the workload's template validation).
+pub(crate) fn selector_and_template(
+    selector: &LabelSelector,
+    template: &PodTemplateSpec,
+    volume_claim_templates: &[k8s_openapi::api::core::v1::PersistentVolumeClaim],
+    messages: &Messages,
+    errs: &mut Vec<FieldError>,
+) {
+    errs.extend(validate_label_selector(selector, "spec.selector"));
+    let empty = selector_is_empty(selector);
+    if empty {
+        errs.push(invalid("spec.selector", json(selector), messages.empty_selector));
+    }
+    if selector_parse_error(selector).is_some() {
+        // Kruise skips the template checks when the selector does not parse.
+        errs.push(invalid(
+            "spec.selector",
+            json(selector),
+            messages.unparsable_selector,
+        ));
+    } else {
+        let labels = template::template_labels(template);
+        if !empty && !selector_matches(selector, &labels) {
+            let shown = match template.metadata.as_ref().and_then(|m| m.labels.as_ref()) {
+                Some(l) => json(l),
+                None => "null".into(),
+            };
+            errs.push(invalid(
+                "spec.template.metadata.labels",
+                shown,
+                msg::SELECTOR_MISMATCH,
+            ));
+        }
+        let vcts = template::vct_names(volume_claim_templates);
+        errs.extend(template::validate_template(template, &vcts, "spec.template"));
+    }
+    let pod = template.spec.as_ref();
+    if let Some(rp) = pod.and_then(|p| p.restart_policy.as_deref())
+        && !rp.is_empty()
+        && rp != "Always"
+    {
+        errs.push(FieldError {
+            field: "spec.template.spec.restartPolicy".into(),
+            kind: ErrorKind::NotSupported(vec!["Always".into()]),
+            detail: quote(rp),
+        });
+    }
+    if pod.and_then(|p| p.active_deadline_seconds).is_some() {
+        errs.push(forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            messages.active_deadline,
+        ));
+    }
 }
 
 /// Whether `s` is a plain non-negative decimal percentage: `^[0-9]+(\.[0-9]+)?%$`.

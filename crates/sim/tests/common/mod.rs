@@ -17,6 +17,14 @@ pub fn server() -> ApiServer {
     ApiServer::new(SimClock::new(base(), 1.0))
 }
 
+/// An API error's code, reason and message (any other error fails the test).
+pub fn api_err(e: kube::Error) -> (u16, String, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
 /// An answer: status code, content type, `Warning` headers, the body as text and as JSON (Null if it is not).
 pub struct Answer {
     pub code: u16,
