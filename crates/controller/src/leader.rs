@@ -278,8 +278,10 @@ async fn try_acquire_or_renew(
         tracing::info!(previous = %holder, "leader lease expired; taking over");
     }
     if !ours {
+        // client-go's `tryAcquireOrRenew` counts every acquisition of an existing lease by a non-leader, a
+        // released one (empty holder) included.
         spec.acquire_time = Some(now.clone());
-        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + i32::from(!holder.is_empty()));
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
     }
     spec.holder_identity = Some(config.identity.clone());
     spec.lease_duration_seconds = Some(duration_secs);

@@ -78,6 +78,9 @@ async fn one_leader_failover_and_release() {
         .expect("elector alive");
     assert!(released.elapsed() <= Duration::from_secs(3));
     assert_eq!(holder(&client).await.as_deref(), Some("c"));
+    // Acquiring a released lease is a transition too (client-go's count).
+    let lease = api.get("insitu-cloneset-controller").await.expect("lease");
+    assert_eq!(lease.spec.and_then(|s| s.lease_transitions), Some(2));
 }
 
 /// A leader cut off from the apiserver while it keeps running (its requests hang, or are refused) steps down
