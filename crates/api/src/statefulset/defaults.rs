@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::conversion::{V1ALPHA1, V1BETA1};
-use crate::defaults::{entry_obj, replicas_and_template, set};
+use crate::defaults::shared::{entry_obj, replicas_and_template, set};
 
 /// The kind these defaults apply to.
 pub const KIND: &str = "StatefulSet";
