@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! # instructions per plan (valgrind; exact and repeatable)
-//! valgrind --tool=callgrind --toggle-collect='insitu_core::planner::plan' \
+//! valgrind --tool=callgrind --toggle-collect='insitu_core::sync::plan' \
 //!     target/release/deps/plan_count-<hash> 10000 steady 3
 //! # CPU time per plan: best batch, on-CPU time from /proc/thread-self/schedstat (time spent waiting for a
 //! # core under load is not counted) next to wall time

@@ -3,7 +3,6 @@
 //! No kube client, no async runtime, no clock reads: the same snapshot always yields the same plan.
 #![forbid(unsafe_code)]
 
-pub mod budget;
 pub mod claim;
 pub mod envmeta;
 pub mod explain;
@@ -14,7 +13,6 @@ pub mod input;
 pub mod launch_priority;
 pub mod mutation;
 pub mod plan;
-pub mod planner;
 pub mod podmeta;
 pub mod pods;
 pub mod podtable;
@@ -25,9 +23,8 @@ pub mod recreate;
 pub mod revision;
 pub mod revname;
 mod selector;
+pub mod sync;
 pub mod snapshot;
-pub mod sort;
-pub mod status;
 pub mod strmap;
 pub mod summary;
 pub mod vertical;
@@ -36,7 +33,8 @@ pub use gates::FeatureGates;
 pub use plan::{
     Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,
 };
-pub use planner::plan;
+pub use sync::plan;
+pub use sync::{budget, sort, status};
 pub use snapshot::Snapshot;
 pub use summary::PackedPod;
 pub use summary::{PodRef, PodSummary};

@@ -168,7 +168,7 @@ fn ignore_reason(
     if replicas <= MINIMUM_REPLICAS {
         return Some(format!("replicas {replicas} ≤ {MINIMUM_REPLICAS}"));
     }
-    let partition = crate::budget::partition(us.and_then(|u| u.partition.as_ref()), replicas);
+    let partition = crate::sync::budget::partition(us.and_then(|u| u.partition.as_ref()), replicas);
     let max_unavailable = us
         .and_then(|u| u.max_unavailable.clone())
         .unwrap_or_else(|| IntOrString::String("20%".into()));

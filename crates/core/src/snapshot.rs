@@ -1,5 +1,6 @@
 //! The planner's input: everything the controller's caches know about one CloneSet at one instant.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use insitu_api::CloneSet;
@@ -7,8 +8,10 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-pub use crate::sort::NodeLabels;
 use crate::{FeatureGates, PodSummary};
+
+/// Node name → node labels: what the scale-down ranker needs to know about nodes (topology spread).
+pub type NodeLabels = HashMap<String, BTreeMap<String, String>>;
 
 /// One CloneSet and what it owns, as seen by the cache. `now` is passed in: core never reads a clock.
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use insitu_api::keys;
-use insitu_core::planner::MAX_CREATES_PER_ROUND;
+use insitu_core::sync::MAX_CREATES_PER_ROUND;
 use insitu_core::pods::{self, ID_SPACE};
 use insitu_core::{Action, Plan};
 use serde_json::json;

@@ -1,8 +1,11 @@
-//! `plan()`: one Kruise reconcile (`cloneset_controller.go`, `doReconcile`) as a pure function: revisions →
-//! scale or update → status.
+//! `plan()`: one Kruise reconcile (`cloneset_controller.go`, `doReconcile`, and its `sync/` package) as a pure
+//! function: revisions → scale or update → status.
 
+pub mod budget;
 mod refresh;
 mod scale;
+pub mod sort;
+pub mod status;
 mod steps;
 mod update;
 
@@ -19,14 +22,14 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::budget::{self, DiffPod};
+use crate::sync::budget::DiffPod;
 use crate::claim::{self, Claim, Claimer};
 use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
 use crate::readiness;
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
-use crate::status::{self, StatusInput};
+use crate::sync::status::StatusInput;
 use crate::strmap::Entries;
 use crate::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};

@@ -8,6 +8,7 @@ use insitu_api::{UpdatePriorityStrategy, UpdateScatterTerm};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::pods::{Lc, PodFacts};
+use crate::snapshot::NodeLabels;
 use crate::selector::Selector;
 
 /// k8s `afterOrZero`: a zero time sorts first, otherwise the later time first.
@@ -97,9 +98,6 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: f64, rb: f64, use_available: bool) 
         .then_with(|| after_or_zero(a.created(), b.created()))
         .then_with(|| a.name_cmp(b))
 }
-
-/// Node name → node labels: what the scale-down ranker needs to know about nodes (topology spread).
-pub type NodeLabels = HashMap<String, BTreeMap<String, String>>;
 
 /// The pod template's `topologySpreadConstraints` keys and the labels of the nodes the pods run on.
 #[derive(Clone, Copy, Debug)]

@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use crate::PackedPod;
 use crate::plan::{Action, Budget};
 use crate::pods::{self, Lc, PodFacts};
-use crate::sort;
+use crate::sync::sort;
 use crate::summary::PodSummary;
 
 use super::{MAX_CREATES_PER_ROUND, Planner, is_hooked};

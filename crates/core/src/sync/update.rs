@@ -9,13 +9,13 @@ use insitu_api::{CloneSetUpdateStrategyType, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::Value;
 
-use crate::budget::Unavailable;
+use crate::sync::budget::Unavailable;
 use crate::inplace::{self, StartTemplate};
 use crate::plan::{Action, PodMutation, PodRefusal, UpdateReason};
 use crate::pods::{Lc, PodFacts};
 use crate::recreate::Refusal;
 use crate::revision::{self, short_hash};
-use crate::sort;
+use crate::sync::sort;
 use crate::summary::RevisionKey;
 
 use super::{Planner, is_hooked};
