@@ -4,11 +4,10 @@
 #![forbid(unsafe_code)]
 
 pub mod claim;
-pub mod envmeta;
 pub mod explain;
 pub mod gates;
 pub mod gojson;
-pub mod inplace;
+pub mod inplaceupdate;
 pub mod input;
 pub mod launch_priority;
 pub mod mutation;
@@ -27,12 +26,12 @@ pub mod sync;
 pub mod snapshot;
 pub mod strmap;
 pub mod summary;
-pub mod vertical;
 
 pub use gates::FeatureGates;
 pub use plan::{
     Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,
 };
+pub use inplaceupdate::{envmeta, vertical};
 pub use sync::plan;
 pub use sync::{budget, sort, status};
 pub use snapshot::Snapshot;

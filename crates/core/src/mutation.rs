@@ -58,7 +58,7 @@ impl PodMutation {
                 }
             }
         }
-        crate::vertical::apply(pod, &self.container_resources);
+        crate::inplaceupdate::vertical::apply(pod, &self.container_resources);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::plan::{Action, Plan, UpdateReason};
 use crate::recreate::Refusal;
-use crate::{Snapshot, inplace, revision};
+use crate::inplaceupdate;
+use crate::{Snapshot, revision};
 
 /// One pod, explained.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -72,7 +73,7 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
     // defaultCheckPodNeedsBeUnready): its lifecycle label `Updating` says the update is in flight.
     let lc_updating = label(pod, keys::LIFECYCLE_STATE_LABEL) == Some(keys::lifecycle::UPDATING);
     if gate == Some(false) || (state.is_some() && (gate.is_none() || lc_updating)) {
-        if let Err(e) = inplace::check_completed(pod, grace, state) {
+        if let Err(e) = inplaceupdate::check_completed(pod, grace, state) {
             waits.push(updating_wait(pod, state, &e));
             return ("Updating", waits);
         }
@@ -96,9 +97,9 @@ pub fn stage(pod: &Pod) -> (&'static str, Vec<String>) {
 /// as long as it lasts), the node agent for env from metadata (only kruise-daemon restarts those
 /// containers), else the kubelet's container statuses.
 fn updating_wait(pod: &Pod, state: Option<&str>, not_done: &str) -> String {
-    let st = state.and_then(|s| inplace::parse_state(s).ok());
+    let st = state.and_then(|s| inplaceupdate::parse_state(s).ok());
     if st.as_ref().is_some_and(|s| s.update_resources)
-        && let Some((reason, message)) = crate::vertical::resize_pending(pod)
+        && let Some((reason, message)) = crate::inplaceupdate::vertical::resize_pending(pod)
     {
         let then = if reason == "Infeasible" {
             "the node can never fit it: the update waits as in Kruise (no recreate); lower the request or move the pod"
@@ -216,7 +217,7 @@ pub fn pods(s: &Snapshot, plan: &Plan) -> Vec<PodWhy> {
                     .is_some_and(|n| revision::equal_to_revision(&rev, n))
             });
             match (old, target) {
-                (Some(o), Some(t)) => match inplace::calculate(o, t, vertical) {
+                (Some(o), Some(t)) => match inplaceupdate::calculate(o, t, vertical) {
                     Ok(_) => ("in place", None),
                     Err(m) => ("recreate", Some(Refusal::from_templates(m, o, t, vertical))),
                 },

@@ -179,7 +179,7 @@ fn ignore_reason(
         ));
     }
     let can = match (revision::template_value(cur), revision::template_value(upd)) {
-        (Some(o), Some(n)) => crate::inplace::calculate(o, n, i.vertical).err(),
+        (Some(o), Some(n)) => crate::inplaceupdate::calculate(o, n, i.vertical).err(),
         _ => Some("a revision has no template".into()),
     };
     can.map(|why| format!("not an in-place update: {why}"))

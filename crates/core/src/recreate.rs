@@ -2,14 +2,14 @@
 //! named as people read them (`spec.containers[app].env[VERSION]`), a hint, and a bounded metric label.
 //!
 //! Kruise only logs "can not update in-place" and recreates; insitu names the fields in a Warning event, in
-//! `insitu_recreate_total{reason}` and in `insitu explain`. The rules are `inplace::calculate`'s: the template
+//! `insitu_recreate_total{reason}` and in `insitu explain`. The rules are `inplaceupdate::calculate`'s: the template
 //! metadata, container images and (with `InPlaceWorkloadVerticalScaling`) cpu/memory replaces go in place;
 //! every other change to `spec` does not.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inplace::{self, Op};
+use crate::inplaceupdate::{self, Op};
 
 /// The reason label of a volumeClaimTemplates change (`RecreatePodWhenChangeVCTInCloneSetGate`).
 pub const VCT_REASON: &str = "spec.volumeClaimTemplates";
@@ -52,7 +52,7 @@ impl Refusal {
         }
     }
 
-    /// The fields of the template diff `old → new` that `inplace::calculate` refuses (it said `message`).
+    /// The fields of the template diff `old → new` that `inplaceupdate::calculate` refuses (it said `message`).
     pub fn from_templates(message: String, old: &Value, new: &Value, vertical: bool) -> Self {
         let fields = refused_fields(old, new, vertical);
         let reason = fields
@@ -114,8 +114,8 @@ fn strip_names(field: &str) -> String {
 /// Every refused change of the diff, named, deduplicated in diff order.
 pub fn refused_fields(old: &Value, new: &Value, vertical: bool) -> Vec<String> {
     let mut ops = Vec::new();
-    inplace::diff(old, new, "", &mut ops);
-    let qos = crate::vertical::qos_changed(old, new).is_some();
+    inplaceupdate::diff(old, new, "", &mut ops);
+    let qos = crate::inplaceupdate::vertical::qos_changed(old, new).is_some();
     let mut out: Vec<String> = Vec::new();
     for op in ops.iter().filter(|op| refused(op, old, new, vertical, qos)) {
         let f = human_path(&op.path, old, new);
@@ -130,11 +130,11 @@ fn refused(op: &Op, old: &Value, new: &Value, vertical: bool, qos: bool) -> bool
     if !op.path.starts_with("/spec/") {
         return op.path != "/metadata" && !op.path.starts_with("/metadata/");
     }
-    if crate::vertical::resource_path(&op.path).is_some() {
+    if crate::inplaceupdate::vertical::resource_path(&op.path).is_some() {
         let mut scratch = Default::default();
         return !vertical
             || qos
-            || crate::vertical::record_op(op.op, &op.path, old, new, &mut scratch).is_err();
+            || crate::inplaceupdate::vertical::record_op(op.op, &op.path, old, new, &mut scratch).is_err();
     }
     let image = op.op == "replace"
         && op

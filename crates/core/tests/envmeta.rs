@@ -4,7 +4,7 @@
 
 use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
 use insitu_api::inplace::InPlaceUpdateState;
-use insitu_core::inplace::{self, StartTemplate};
+use insitu_core::inplaceupdate::{self, StartTemplate};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ fn kruise_case_4_label_read_by_env_goes_to_its_container() {
         json!({"app": "a", "k": "v2", "k1": "v1"}),
         json!([{"name": "c1", "image": "foo2", "env": env_label("k")}]),
     );
-    let s = inplace::calculate(&old, &new, true).unwrap();
+    let s = inplaceupdate::calculate(&old, &new, true).unwrap();
     assert_eq!(s.images.get("c1").map(String::as_str), Some("foo2"));
     assert!(s.update_env_from_metadata);
     assert_eq!(
@@ -57,7 +57,7 @@ fn a_label_nobody_reads_is_plain_metadata() {
         json!({"app": "a", "k": "v2"}),
         json!([{"name": "c1", "image": "foo1"}]),
     );
-    let s = inplace::calculate(&old, &new, true).unwrap();
+    let s = inplaceupdate::calculate(&old, &new, true).unwrap();
     assert!(!s.update_env_from_metadata && s.ref_metadata.is_empty());
     assert_eq!(s.labels.get("k"), Some(&Some("v2".to_string())));
 }
@@ -112,7 +112,7 @@ fn kruise_batches_by_priority_with_shared_labels() {
         json!({"label-k1": "foo", "label-k2": "bar"}),
         containers(["c1-img-new", "c2-img-new", "c3-img", "c4-img-new"]),
     );
-    let spec = inplace::calculate(&old, &new, true).unwrap();
+    let spec = inplaceupdate::calculate(&old, &new, true).unwrap();
     assert_eq!(spec.ref_metadata.keys().collect::<Vec<_>>(), ["c2", "c3"]);
     let start = StartTemplate::new(spec, "rev-new", "rev-new", 0, now());
     // 1st batch: c1 alone (priority 20); the others wait.
@@ -137,11 +137,11 @@ fn kruise_batches_by_priority_with_shared_labels() {
         st.next_container_ref_metadata.keys().collect::<Vec<_>>(),
         ["c2", "c3"]
     );
-    assert!(inplace::has_next_batch(&st));
+    assert!(inplaceupdate::has_next_batch(&st));
     // Not before c1 is ready.
-    assert!(inplace::next_batch(&pod(&[]), st.clone(), now()).is_err());
+    assert!(inplaceupdate::next_batch(&pod(&[]), st.clone(), now()).is_err());
     // 2nd batch: c2 (priority 10) and c3, which shares label-k2 with it.
-    let m = inplace::next_batch(&pod(&["c1"]), st, now()).unwrap();
+    let m = inplaceupdate::next_batch(&pod(&["c1"]), st, now()).unwrap();
     assert_eq!(m.container_images.keys().collect::<Vec<_>>(), ["c2"]);
     assert_eq!(m.labels.get("label-k2"), Some(&Some("bar".to_string())));
     let st = state_of(&m);
@@ -170,10 +170,10 @@ fn kruise_batches_by_priority_with_shared_labels() {
         "imageIDs only of image changes"
     );
     // 3rd batch: c4.
-    let m = inplace::next_batch(&pod(&["c1", "c2", "c3"]), st, now()).unwrap();
+    let m = inplaceupdate::next_batch(&pod(&["c1", "c2", "c3"]), st, now()).unwrap();
     assert_eq!(m.container_images.keys().collect::<Vec<_>>(), ["c4"]);
     let st = state_of(&m);
-    assert!(st.pre_check_before_next.is_none() && !inplace::has_next_batch(&st));
+    assert!(st.pre_check_before_next.is_none() && !inplaceupdate::has_next_batch(&st));
     assert_eq!(st.container_batches_record.len(), 3);
 }
 
@@ -190,7 +190,7 @@ fn env_update_completes_only_on_the_agents_report() {
         update_env_from_metadata: true,
         ..Default::default()
     };
-    let err = inplace::containers_completed(&p, &st).unwrap_err();
+    let err = inplaceupdate::containers_completed(&p, &st).unwrap_err();
     assert!(err.contains("runtime-container-meta not found"), "{err}");
     let report = |id: &str, value: &str| {
         json!({"containers": [{"name": "c1", "containerID": id, "restartCount": 1,
@@ -202,11 +202,11 @@ fn env_update_completes_only_on_the_agents_report() {
     };
     set(&mut p, report("containerd://a", "v2"));
     assert!(
-        inplace::containers_completed(&p, &st).is_err(),
+        inplaceupdate::containers_completed(&p, &st).is_err(),
         "another container"
     );
     set(&mut p, report("containerd://b", "v1"));
-    assert!(inplace::containers_completed(&p, &st).is_err(), "old value");
+    assert!(inplaceupdate::containers_completed(&p, &st).is_err(), "old value");
     set(&mut p, report("containerd://b", "v2"));
-    assert_eq!(inplace::containers_completed(&p, &st), Ok(()));
+    assert_eq!(inplaceupdate::containers_completed(&p, &st), Ok(()));
 }

@@ -102,9 +102,9 @@ impl Exec<'_> {
             let before = pod.clone();
             mutation.apply(pod);
             if restamp {
-                insitu_core::inplace::restamp_last_container_statuses(pod);
+                insitu_core::inplaceupdate::restamp_last_container_statuses(pod);
                 let batch = mutation.container_images.keys().map(String::as_str);
-                insitu_core::inplace::record_pending_restarts(&before, pod, batch);
+                insitu_core::inplaceupdate::record_pending_restarts(&before, pod, batch);
             }
             *pod != before
         };

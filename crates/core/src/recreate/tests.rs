@@ -1,4 +1,4 @@
-//! The fields named for a recreate agree with what `inplace::calculate` refuses.
+//! The fields named for a recreate agree with what `inplaceupdate::calculate` refuses.
 
 use super::*;
 use serde_json::json;
@@ -9,7 +9,7 @@ fn tpl(container: Value) -> Value {
 }
 
 fn refusal(old: &Value, new: &Value) -> Refusal {
-    let msg = crate::inplace::calculate(old, new, true).expect_err("not in place");
+    let msg = crate::inplaceupdate::calculate(old, new, true).expect_err("not in place");
     Refusal::from_templates(msg, old, new, true)
 }
 

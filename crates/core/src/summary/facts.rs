@@ -4,7 +4,7 @@ use insitu_api::keys;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{Intrinsics, NamePrefix, ShortHash, pack};
-use crate::inplace;
+use crate::inplaceupdate;
 use crate::podmeta::{self as pods, Lc};
 
 /// Kruise's in-place completion check on this pod version, made once per version (it reads nothing but
@@ -33,10 +33,10 @@ pub(crate) enum InFlight {
 
 impl InFlight {
     pub(crate) fn check(pod: &Pod, state: &str) -> InFlight {
-        match inplace::parse_state(state) {
+        match inplaceupdate::parse_state(state) {
             Err(_) => InFlight::Invalid,
-            Ok(st) => match inplace::containers_completed(pod, &st) {
-                Err(_) if st.update_resources && crate::vertical::resize_pending(pod).is_some() => {
+            Ok(st) => match inplaceupdate::containers_completed(pod, &st) {
+                Err(_) if st.update_resources && crate::inplaceupdate::vertical::resize_pending(pod).is_some() => {
                     InFlight::ResizePending
                 }
                 Err(_)
@@ -48,7 +48,7 @@ impl InFlight {
                     InFlight::NoNodeAgent
                 }
                 Err(_) => InFlight::Waiting,
-                Ok(()) if !inplace::has_next_batch(&st) => InFlight::Done,
+                Ok(()) if !inplaceupdate::has_next_batch(&st) => InFlight::Done,
                 Ok(()) => InFlight::NextBatch,
             },
         }

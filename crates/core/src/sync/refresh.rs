@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use insitu_api::keys;
 
-use crate::inplace::{self, Grace};
+use crate::inplaceupdate::{self, Grace};
 use crate::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
 use crate::pods::{Lc, PodFacts};
 use crate::readiness;
@@ -26,7 +26,7 @@ impl Planner<'_> {
         let mut completed: Option<bool> = None;
         if let Some(g) = f.grace() {
             containers_done = false;
-            match inplace::finish_grace(&f.pod(), f.revision(), g, f.state(), now) {
+            match inplaceupdate::finish_grace(&f.pod(), f.revision(), g, f.state(), now) {
                 Grace::Wait(d) => self.requeue_after(d),
                 Grace::Finish(m) => {
                     self.why(format!(
@@ -36,7 +36,7 @@ impl Planner<'_> {
                         if m.container_resources.is_empty() {
                             String::new()
                         } else {
-                            format!(", resize {}", crate::vertical::describe(&m.container_resources))
+                            format!(", resize {}", crate::inplaceupdate::vertical::describe(&m.container_resources))
                         }
                     ));
                     self.push_update(f, m, UpdateReason::FinishGracePeriod);
@@ -90,7 +90,7 @@ impl Planner<'_> {
                     containers_done = false;
                     completed = Some(false);
                     // Kruise keeps waiting for the status to report the resources; say why.
-                    if let Some((reason, message)) = crate::vertical::resize_pending(&f.pod()) {
+                    if let Some((reason, message)) = crate::inplaceupdate::vertical::resize_pending(&f.pod()) {
                         self.why(format!(
                             "pod {}: resize pending on its node ({reason}: {message}); the update completes once the kubelet applies it",
                             f.name()
@@ -107,7 +107,7 @@ impl Planner<'_> {
                     completed = Some(false);
                     // Rare (multi-container batches), so the state is parsed again here.
                     let state = f.state().unwrap_or_default();
-                    match inplace::parse_state(state).and_then(|st| inplace::next_batch(&f.pod(), st, now)) {
+                    match inplaceupdate::parse_state(state).and_then(|st| inplaceupdate::next_batch(&f.pod(), st, now)) {
                         Ok(m) => {
                             self.why(format!(
                                 "pod {}: previous batch done → next container batch",
@@ -200,7 +200,7 @@ impl Planner<'_> {
     /// Reports a resize outcome for `insitu_resize_total` when this pod's in-place update resizes (the
     /// state's `updateResources`); parsed only here, when an update completes or a resize is held.
     fn saw_resize(&mut self, f: &PodFacts, outcome: ResizeOutcome) {
-        let Some(st) = f.state().and_then(|s| inplace::parse_state(s).ok()) else {
+        let Some(st) = f.state().and_then(|s| inplaceupdate::parse_state(s).ok()) else {
             return;
         };
         if st.update_resources {

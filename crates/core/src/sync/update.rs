@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::Value;
 
 use crate::sync::budget::Unavailable;
-use crate::inplace::{self, StartTemplate};
+use crate::inplaceupdate::{self, StartTemplate};
 use crate::plan::{Action, PodMutation, PodRefusal, UpdateReason};
 use crate::pods::{Lc, PodFacts};
 use crate::recreate::Refusal;
@@ -148,7 +148,7 @@ impl Planner<'_> {
                 if r.is_empty() {
                     format!("{:?}", s.tpl.spec.images)
                 } else {
-                    format!("{:?}, resize {}", s.tpl.spec.images, crate::vertical::describe(r))
+                    format!("{:?}, resize {}", s.tpl.spec.images, crate::inplaceupdate::vertical::describe(r))
                 }
             });
             self.why(format!(
@@ -195,7 +195,7 @@ impl Planner<'_> {
                             Some(o) => vct_check(old, ctx.target_vct, ctx.stype)
                                 .map_err(Refusal::volume_claim_templates)
                                 .and_then(|()| {
-                                    inplace::calculate(o, t, vertical)
+                                    inplaceupdate::calculate(o, t, vertical)
                                         .map_err(|m| Refusal::from_templates(m, o, t, vertical))
                                 }),
                             None => Err(Refusal::other("old revision has no template".into())),

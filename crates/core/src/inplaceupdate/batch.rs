@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::InPlaceSpec;
-use crate::envmeta::{self, RefMetadata};
+use crate::inplaceupdate::envmeta::{self, RefMetadata};
 use crate::mutation::PodMutation;
 
 /// Reads a metadata strategic-merge patch back into mutation maps (grace annotation `metaDataPatch`).

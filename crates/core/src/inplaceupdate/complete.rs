@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::batch::{Changes, has_next_batch, parse_state, patch_spec_to_pod};
 use super::image::images_equal;
 use super::time;
-use crate::envmeta;
+use crate::inplaceupdate::envmeta;
 use crate::mutation::PodMutation;
 
 /// Kruise `DefaultCheckInPlaceUpdateCompleted`: no grace period, no pending batch, and the containers
@@ -50,7 +50,7 @@ pub fn containers_completed(pod: &Pod, state: &InPlaceUpdateState) -> Result<(),
         envmeta::env_hashes_consistent(pod, meta.as_ref())?;
     }
     if state.update_resources {
-        crate::vertical::resources_completed(pod)?;
+        crate::inplaceupdate::vertical::resources_completed(pod)?;
     }
     if let Some(meta) = &meta
         && envmeta::hashes_consistent(pod, meta, envmeta::HashKind::Plain).is_ok()
@@ -124,7 +124,7 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inplace::normalize_image;
+    use crate::inplaceupdate::normalize_image;
     use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
     use serde_json::{Value, json};
 

@@ -6,9 +6,11 @@
 mod batch;
 mod complete;
 mod diff;
+pub mod envmeta;
 mod image;
 mod restart;
 mod start;
+pub mod vertical;
 
 use std::collections::BTreeMap;
 
@@ -17,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::envmeta::{self, RefMetadata};
+use crate::inplaceupdate::envmeta::RefMetadata;
 
 pub use batch::{has_next_batch, parse_state, restamp_last_container_statuses};
 pub use complete::{check_completed, containers_completed, next_batch};
@@ -57,7 +59,7 @@ impl InPlaceSpec {
     /// Kruise `defaultCheckPodNeedsBeUnready` (gate present is checked by the caller): every in-place update
     /// marks the pod NotReady, except a resize where no changed resource has `RestartContainer`.
     pub fn needs_unready(&self, pod: &Pod) -> bool {
-        !self.vertical_only() || crate::vertical::resize_needs_restart(pod, &self.resources)
+        !self.vertical_only() || crate::inplaceupdate::vertical::resize_needs_restart(pod, &self.resources)
     }
 }
 
@@ -72,14 +74,14 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InP
     let mut meta_changed = false;
     for op in &ops {
         if op.path.starts_with("/spec/") {
-            if crate::vertical::resource_path(&op.path).is_some() {
+            if crate::inplaceupdate::vertical::resource_path(&op.path).is_some() {
                 if !vertical {
                     return Err(format!(
                         "template change `{} {}`: resources change in place only with the InPlaceWorkloadVerticalScaling gate",
                         op.op, op.path
                     ));
                 }
-                crate::vertical::record_op(op.op, &op.path, old_tpl, new_tpl, &mut spec.resources)?;
+                crate::inplaceupdate::vertical::record_op(op.op, &op.path, old_tpl, new_tpl, &mut spec.resources)?;
                 continue;
             }
             if op.op != "replace" {
@@ -120,7 +122,7 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InP
         }
     }
     if !spec.resources.is_empty()
-        && let Some((from, to)) = crate::vertical::qos_changed(old_tpl, new_tpl)
+        && let Some((from, to)) = crate::inplaceupdate::vertical::qos_changed(old_tpl, new_tpl)
     {
         // Kruise #1212: a resize may not change the QoS class (kube-apiserver rejects it too).
         return Err(format!(
