@@ -20,7 +20,6 @@ pub mod predownload;
 pub mod readiness;
 pub mod recreate;
 pub mod revision;
-pub mod revname;
 mod selector;
 pub mod sync;
 pub mod snapshot;

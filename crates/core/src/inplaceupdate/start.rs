@@ -92,7 +92,7 @@ impl StartTemplate {
         );
         m.labels.insert(
             keys::POD_TEMPLATE_HASH_LABEL.into(),
-            Some(crate::revname::short_hash(&self.revision).into()),
+            Some(crate::revision::name::short_hash(&self.revision).into()),
         );
         m.labels.insert(
             keys::LIFECYCLE_STATE_LABEL.into(),
@@ -202,7 +202,7 @@ pub fn finish_grace(
         }
     };
     let mut m = PodMutation::default();
-    if !crate::revname::equal_to_revision(pod_revision, &spec.revision) {
+    if !crate::revision::name::equal_to_revision(pod_revision, &spec.revision) {
         m.annotations
             .insert(keys::INPLACE_UPDATE_GRACE_ANNOTATION.into(), None);
         m.annotations

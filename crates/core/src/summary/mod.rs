@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::claim::Owner;
 use crate::podmeta::Lc;
-use crate::revname::{self, short_hash};
+use crate::revision::name::{equal_to_revision, short_hash};
 use crate::strmap::Entries;
 
 mod facts;
@@ -367,7 +367,7 @@ impl PodSummary {
         self.has_revision
             && match self.revision.eq_inline(&rev.short) {
                 Some(eq) => eq,
-                None => revname::equal_to_revision(self.revision(), rev.name),
+                None => equal_to_revision(self.revision(), rev.name),
             }
     }
 

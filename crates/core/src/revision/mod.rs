@@ -1,5 +1,7 @@
 //! ControllerRevisions: byte-exact data, Kruise/k8s hash naming, choosing current/update revisions, history.
 
+pub(crate) mod name;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::gojson;
 use crate::plan::Action;
-pub use crate::revname::{equal_to_revision, short_hash};
+pub use name::{equal_to_revision, short_hash};
 
 /// apimachinery `rand.SafeEncodeString` alphabet (no vowels, no confusable digits).
 pub const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
