@@ -142,7 +142,7 @@ pub fn action_line(a: &Action) -> String {
             } else {
                 format!(
                     "set pod {pod} condition KruisePodReady=False ({})",
-                    crate::readiness::message_json(messages)
+                    crate::lifecycle::message_json(messages)
                 )
             }
         }

@@ -286,7 +286,7 @@ pub fn new_pod(
     // Kruise's pod webhook injects KruisePodReady into the pods of its workloads; insitu has no webhook and
     // adds it at creation, only when a lifecycle hook uses it (markPodNotReady), so other pods need no
     // extra status write. The planner creates the condition True (Kruise's podreadiness controller).
-    if crate::readiness::wants_gate(cs) && !gates.iter().any(|g| g.condition_type == keys::KRUISE_POD_READY) {
+    if crate::lifecycle::wants_gate(cs) && !gates.iter().any(|g| g.condition_type == keys::KRUISE_POD_READY) {
         gates.push(PodReadinessGate {
             condition_type: keys::KRUISE_POD_READY.into(),
         });

@@ -129,7 +129,7 @@ fn turn_waits(s: &Snapshot, plan: &Plan, pod: &Pod) -> Vec<String> {
             .lifecycle
             .as_ref()
             .and_then(|l| l.in_place_update.as_ref());
-        if crate::sync::is_hooked(hook, (&pod.metadata.labels).into(), &pod.metadata) {
+        if crate::lifecycle::is_hooked(hook, (&pod.metadata.labels).into(), &pod.metadata) {
             return vec![
                 "the lifecycle.inPlaceUpdate hook: the pod stays PreparingUpdate until its hook label/finalizer is removed"
                     .into(),

@@ -8,7 +8,7 @@ use insitu_api::inplace::InPlaceUpdateState;
 use insitu_api::keys::{self, events as ev};
 use insitu_core::PodMutation;
 use insitu_core::plan::UpdateReason;
-use insitu_core::readiness::{self, ReadinessMessage};
+use insitu_core::lifecycle::{self, ReadinessMessage};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -72,7 +72,7 @@ impl Exec<'_> {
         messages: &[ReadinessMessage],
     ) -> Result<(), Error> {
         let now = Time(self.ctx.clock.now());
-        let message = readiness::message_json(messages);
+        let message = lifecycle::message_json(messages);
         let want = Cond {
             type_: keys::KRUISE_POD_READY,
             ready: messages.is_empty(),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use insitu_api::validation::format_selector;
-use insitu_api::{CloneSet, CloneSetUpdateStrategy, LifecycleHook, keys};
+use insitu_api::{CloneSet, CloneSetUpdateStrategy, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,11 +26,10 @@ use crate::sync::budget::DiffPod;
 use crate::claim::{self, Claim, Claimer};
 use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
 use crate::pods::{self, FactsContext, Lc, PodFacts};
-use crate::readiness;
+use crate::lifecycle;
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::sync::status::StatusInput;
-use crate::strmap::Entries;
 use crate::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};
 
@@ -65,22 +64,6 @@ struct Planner<'a> {
     pvcs: Vec<&'a PersistentVolumeClaim>,
 }
 
-/// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
-pub fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
-    let Some(h) = hook else { return false };
-    let fins = pod.finalizers.as_deref().unwrap_or_default();
-    h.finalizers_handler.iter().any(|f| fins.contains(f))
-        || h.labels_handler.iter().any(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
-pub fn is_all_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
-    let Some(h) = hook else { return false };
-    let fins = pod.finalizers.as_deref().unwrap_or_default();
-    h.finalizers_handler.iter().all(|f| fins.contains(f))
-        && h.labels_handler.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
 fn lifecycle_patch(f: &PodFacts, state: &str, now_rfc3339: &str) -> Action {
     let mut labels = BTreeMap::new();
     labels.insert(keys::LIFECYCLE_STATE_LABEL.to_string(), Some(state.to_string()));
@@ -110,14 +93,14 @@ impl<'a> Planner<'a> {
             failed_update: None,
             now_rfc3339: OnceCell::new(),
             budget_memo: None,
-            mark_not_ready: readiness::wants_gate(&s.cloneset),
+            mark_not_ready: lifecycle::wants_gate(&s.cloneset),
             pvcs: Vec::new(),
         }
     }
 
     /// Kruise markPodNotReady on a move to a Preparing state: KruisePodReady False first, then the label.
     fn mark_not_ready(&mut self, f: &PodFacts, to: Lc) {
-        if let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), to) {
+        if let Some(a) = lifecycle::reconcile(self.cs, &f.pod(), f.name(), f.uid(), to) {
             self.plan.actions.push(a);
         }
     }

@@ -7,11 +7,12 @@ use insitu_api::keys;
 use crate::inplaceupdate::{self, Grace};
 use crate::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
 use crate::pods::{Lc, PodFacts};
-use crate::readiness;
+use crate::lifecycle;
 use crate::revision::short_hash;
 use crate::summary::InFlight;
 
-use super::{Planner, is_all_hooked};
+use super::Planner;
+use crate::lifecycle::is_all_hooked;
 
 impl Planner<'_> {
     /// Kruise `refreshPodState` (in-place Refresh, lifecycle transitions, hash backfill) for one pod.
@@ -164,8 +165,8 @@ impl Planner<'_> {
             let target = next_state.map_or(f.lc, Lc::parse);
             // A True condition without entries stays so outside the Preparing states: no need to decode
             // the pod to find that out (this runs for every gated pod of every plan).
-            let settled = f.kruise_ready_clean && !readiness::clean_may_change(target);
-            if !settled && let Some(a) = readiness::reconcile(self.cs, &f.pod(), f.name(), f.uid(), target) {
+            let settled = f.kruise_ready_clean && !lifecycle::clean_may_change(target);
+            if !settled && let Some(a) = lifecycle::reconcile(self.cs, &f.pod(), f.name(), f.uid(), target) {
                 self.why(format!(
                     "pod {}: KruisePodReady follows lifecycle {target:?}",
                     f.name()

@@ -12,7 +12,8 @@ use crate::pods::{self, Lc, PodFacts};
 use crate::sync::sort;
 use crate::summary::PodSummary;
 
-use super::{MAX_CREATES_PER_ROUND, Planner, is_hooked};
+use super::{MAX_CREATES_PER_ROUND, Planner};
+use crate::lifecycle::is_hooked;
 
 impl Planner<'_> {
     /// Kruise `deletePods`: a pod with the preDelete hook goes to PreparingDelete; others are deleted.

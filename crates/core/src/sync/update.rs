@@ -18,7 +18,8 @@ use crate::revision::{self, short_hash};
 use crate::sync::sort;
 use crate::summary::RevisionKey;
 
-use super::{Planner, is_hooked};
+use super::Planner;
+use crate::lifecycle::is_hooked;
 
 impl Planner<'_> {
     /// Kruise `realControl.Update` (`sync/cloneset_update.go`).

@@ -225,7 +225,7 @@ impl World {
                     let st = p.status.get_or_insert_with(Default::default);
                     let conds = st.conditions.get_or_insert_with(Vec::new);
                     set_cond(conds, keys::KRUISE_POD_READY, messages.is_empty(), now);
-                    let msg = insitu_core::readiness::message_json(messages);
+                    let msg = insitu_core::lifecycle::message_json(messages);
                     if let Some(c) = conds.iter_mut().find(|c| c.type_ == keys::KRUISE_POD_READY) {
                         c.message = (!msg.is_empty()).then_some(msg);
                     }
@@ -430,7 +430,7 @@ pub fn verbs(plan: &Plan) -> Vec<String> {
             Action::SetKruisePodReady { pod, messages, .. } => {
                 format!(
                     "SetKruisePodReady {pod} {}",
-                    insitu_core::readiness::message_json(messages)
+                    insitu_core::lifecycle::message_json(messages)
                 )
             }
             Action::UpdatePod { pod, reason, .. } => format!("UpdatePod {pod} {reason:?}"),

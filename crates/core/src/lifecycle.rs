@@ -1,4 +1,6 @@
-//! Lifecycle `markPodNotReady`: the `KruisePodReady` condition that holds a hooked pod out of service.
+//! Kruise `pkg/util/lifecycle`: whether a pod is hooked, and `markPodNotReady` (the `KruisePodReady` condition).
+//!
+//! A pod is hooked when its labels or finalizers carry a lifecycle hook's (`IsPodHooked`, `IsPodAllHooked`).
 //!
 //! Kruise (`pkg/util/podreadiness`, `lifecycle_utils.go`): while a pod waits in PreparingUpdate (inPlaceUpdate
 //! hook) or PreparingDelete (preDelete hook) and that hook has `markPodNotReady: true`, a
@@ -11,10 +13,12 @@
 
 use insitu_api::{CloneSet, LifecycleHook, keys};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::plan::Action;
 pub use crate::plan::ReadinessMessage;
 use crate::podmeta::{self as pods, Lc};
+use crate::strmap::Entries;
 
 impl ReadinessMessage {
     fn lifecycle(key: &str) -> Self {
@@ -114,6 +118,22 @@ pub fn reconcile(cs: &CloneSet, pod: &Pod, name: &str, uid: &str, state: Lc) -> 
         uid: uid.to_string(),
         messages: want,
     })
+}
+
+/// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
+pub fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
+    let Some(h) = hook else { return false };
+    let fins = pod.finalizers.as_deref().unwrap_or_default();
+    h.finalizers_handler.iter().any(|f| fins.contains(f))
+        || h.labels_handler.iter().any(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
+pub fn is_all_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
+    let Some(h) = hook else { return false };
+    let fins = pod.finalizers.as_deref().unwrap_or_default();
+    h.finalizers_handler.iter().all(|f| fins.contains(f))
+        && h.labels_handler.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 #[cfg(test)]
