@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::plan::{Action, Budget, Plan};
+use crate::model::plan::{Action, Budget, Plan};
 
 /// The `insitu plan -o json` document, fields in the order of issue 3.
 #[derive(Serialize)]

@@ -3,18 +3,12 @@
 //! No kube client, no async runtime, no clock reads: the same snapshot always yields the same plan.
 #![forbid(unsafe_code)]
 
-pub mod claim;
 pub mod explain;
-pub mod gates;
 pub mod gojson;
 pub mod inplaceupdate;
-pub mod input;
 pub mod launch_priority;
 pub mod lifecycle;
-pub mod mutation;
-pub mod plan;
-pub mod podmeta;
-pub mod pods;
+mod model;
 pub mod podtable;
 pub mod podwhy;
 pub mod predownload;
@@ -22,10 +16,9 @@ pub mod recreate;
 pub mod revision;
 mod selector;
 pub mod sync;
-pub mod snapshot;
 pub mod strmap;
-pub mod summary;
 
+pub use model::{claim, gates, input, mutation, plan, podmeta, pods, snapshot, summary};
 pub use gates::FeatureGates;
 pub use plan::{
     Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,

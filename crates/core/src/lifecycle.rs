@@ -15,9 +15,9 @@ use insitu_api::{CloneSet, LifecycleHook, keys};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::plan::Action;
-pub use crate::plan::ReadinessMessage;
-use crate::podmeta::{self as pods, Lc};
+use crate::model::plan::Action;
+pub use crate::model::plan::ReadinessMessage;
+use crate::model::podmeta::{self as pods, Lc};
 use crate::strmap::Entries;
 
 impl ReadinessMessage {

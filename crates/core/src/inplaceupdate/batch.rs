@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::InPlaceSpec;
 use crate::inplaceupdate::envmeta::{self, RefMetadata};
-use crate::mutation::PodMutation;
+use crate::model::mutation::PodMutation;
 
 /// Reads a metadata strategic-merge patch back into mutation maps (grace annotation `metaDataPatch`).
 pub(super) fn meta_from_patch(patch: &str, m: &mut PodMutation) {

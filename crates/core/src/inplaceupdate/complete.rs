@@ -12,7 +12,7 @@ use super::batch::{Changes, has_next_batch, parse_state, patch_spec_to_pod};
 use super::image::images_equal;
 use super::time;
 use crate::inplaceupdate::envmeta;
-use crate::mutation::PodMutation;
+use crate::model::mutation::PodMutation;
 
 /// Kruise `DefaultCheckInPlaceUpdateCompleted`: no grace period, no pending batch, and the containers
 /// done (`containers_completed`); a pod without a state annotation is complete.

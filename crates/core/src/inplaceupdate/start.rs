@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::batch::{Changes, apply_meta, meta_from_patch, patch_spec_to_pod};
 use super::{InPlaceSpec, time};
-use crate::mutation::PodMutation;
+use crate::model::mutation::PodMutation;
 
 /// What every in-place start from one old revision to one target shares, computed once per plan so the
 /// per-pod work is a few clones (10k-pod rollouts stay cheap).
@@ -56,7 +56,7 @@ impl StartTemplate {
             revision: revision.to_string(),
             revision_label: revision_label.to_string(),
             grace_seconds,
-            now_rfc3339: crate::podmeta::rfc3339(now),
+            now_rfc3339: crate::model::podmeta::rfc3339(now),
             now: t,
             grace_json,
             state_json,

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Map, Value};
 
 use crate::gojson;
-use crate::plan::Action;
+use crate::model::plan::Action;
 pub use name::{equal_to_revision, short_hash};
 
 /// apimachinery `rand.SafeEncodeString` alphabet (no vowels, no confusable digits).

@@ -5,7 +5,7 @@ use insitu_api::CloneSetSpec;
 use insitu_api::validation::intstr::{legacy_scaled_value, scaled_value};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::plan::Budget;
+use crate::model::plan::Budget;
 
 /// The four facts about a pod that the arithmetic needs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -23,14 +23,14 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::sync::budget::DiffPod;
-use crate::claim::{self, Claim, Claimer};
-use crate::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
-use crate::pods::{self, FactsContext, Lc, PodFacts};
+use crate::model::claim::{self, Claim, Claimer};
+use crate::model::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
+use crate::model::pods::{self, FactsContext, Lc, PodFacts};
 use crate::lifecycle;
 use crate::revision::{self, short_hash};
 use crate::selector::Selector;
 use crate::sync::status::StatusInput;
-use crate::summary::{self, PodSummary, RevisionKey};
+use crate::model::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};
 
 /// Pods created per round at most. Kruise creates every missing pod in one round (in slow-start batches);

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use insitu_api::keys;
 
 use crate::inplaceupdate::{self, Grace};
-use crate::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
-use crate::pods::{Lc, PodFacts};
+use crate::model::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
+use crate::model::pods::{Lc, PodFacts};
 use crate::lifecycle;
 use crate::revision::short_hash;
-use crate::summary::InFlight;
+use crate::model::summary::InFlight;
 
 use super::Planner;
 use crate::lifecycle::is_all_hooked;
@@ -82,8 +82,8 @@ impl Planner<'_> {
                         insitu_api::containermeta::RUNTIME_CONTAINERS_META_ANNOTATION
                     );
                     self.why(msg.clone());
-                    self.plan.warnings.push(crate::plan::Warning {
-                        reason: crate::plan::NO_NODE_AGENT.into(),
+                    self.plan.warnings.push(crate::model::plan::Warning {
+                        reason: crate::model::plan::NO_NODE_AGENT.into(),
                         message: msg,
                     });
                 }

@@ -7,10 +7,10 @@ use insitu_api::keys;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
 use crate::PackedPod;
-use crate::plan::{Action, Budget};
-use crate::pods::{self, Lc, PodFacts};
+use crate::model::plan::{Action, Budget};
+use crate::model::pods::{self, Lc, PodFacts};
 use crate::sync::sort;
-use crate::summary::PodSummary;
+use crate::model::summary::PodSummary;
 
 use super::{MAX_CREATES_PER_ROUND, Planner};
 use crate::lifecycle::is_hooked;

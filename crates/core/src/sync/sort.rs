@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use insitu_api::{UpdatePriorityStrategy, UpdateScatterTerm};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::pods::{Lc, PodFacts};
-use crate::snapshot::NodeLabels;
+use crate::model::pods::{Lc, PodFacts};
+use crate::model::snapshot::NodeLabels;
 use crate::selector::Selector;
 
 /// k8s `afterOrZero`: a zero time sorts first, otherwise the later time first.

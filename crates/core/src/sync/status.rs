@@ -7,7 +7,7 @@ use insitu_api::{CloneSet, CloneSetCondition, CloneSetStatus, keys};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::pods::PodFacts;
+use crate::model::pods::PodFacts;
 
 pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
 pub const REASON_PAUSED: &str = "CloneSetPaused";

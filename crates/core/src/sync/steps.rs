@@ -1,9 +1,9 @@
 //! The plan's side steps Kruise runs outside scale and update: the launch-priority barrier and image pre-download.
 
 use crate::launch_priority::{self, COMPLETED_ANNOTATION};
-use crate::plan::Action;
+use crate::model::plan::Action;
 use crate::predownload::{self, Input};
-use crate::summary::PodSummary;
+use crate::model::summary::PodSummary;
 
 use super::Planner;
 use k8s_openapi::api::apps::v1::ControllerRevision;

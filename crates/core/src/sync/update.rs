@@ -11,12 +11,12 @@ use serde_json::Value;
 
 use crate::sync::budget::Unavailable;
 use crate::inplaceupdate::{self, StartTemplate};
-use crate::plan::{Action, PodMutation, PodRefusal, UpdateReason};
-use crate::pods::{Lc, PodFacts};
+use crate::model::plan::{Action, PodMutation, PodRefusal, UpdateReason};
+use crate::model::pods::{Lc, PodFacts};
 use crate::recreate::Refusal;
 use crate::revision::{self, short_hash};
 use crate::sync::sort;
-use crate::summary::RevisionKey;
+use crate::model::summary::RevisionKey;
 
 use super::Planner;
 use crate::lifecycle::is_hooked;

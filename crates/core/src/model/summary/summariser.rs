@@ -6,7 +6,7 @@ use insitu_api::CloneSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{Intrinsics, PodRef, PodSummary};
-use crate::claim::Claimer;
+use crate::model::claim::Claimer;
 use crate::selector::Selector;
 use crate::strmap::Entries;
 

@@ -102,7 +102,7 @@ pub fn snapshot_from_objects(docs: Vec<Value>, now: Timestamp, gates: FeatureGat
     let mut pods = Vec::new();
     let mut revisions = Vec::new();
     // Node labels, for the topology-spread scale-down ranker (`kubectl get nodes -o yaml` in the input).
-    let mut nodes = crate::snapshot::NodeLabels::new();
+    let mut nodes = crate::model::snapshot::NodeLabels::new();
     let mut pvcs = Vec::new();
     // ImagePullJobs the CloneSet controls: the pre-download step plans with them when its gates are on (as the
     // controller, which then also needs the server to serve ImagePullJobs).

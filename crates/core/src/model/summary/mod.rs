@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::claim::Owner;
-use crate::podmeta::Lc;
+use crate::model::claim::Owner;
+use crate::model::podmeta::Lc;
 use crate::revision::name::{equal_to_revision, short_hash};
 use crate::strmap::Entries;
 
@@ -479,7 +479,7 @@ impl PodSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::claim::Claimer;
+    use crate::model::claim::Claimer;
     use insitu_api::CloneSet;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use serde_json::json;

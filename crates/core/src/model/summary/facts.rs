@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::{Intrinsics, NamePrefix, ShortHash, pack};
 use crate::inplaceupdate;
-use crate::podmeta::{self as pods, Lc};
+use crate::model::podmeta::{self as pods, Lc};
 
 /// Kruise's in-place completion check on this pod version, made once per version (it reads nothing but
 /// the pod) and only where the planner's Refresh step asks for it: a state annotation, no grace period,

@@ -8,8 +8,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde::{Deserialize, Serialize};
 
-pub use crate::mutation::PodMutation;
-use crate::summary::PackedPod;
+pub use crate::model::mutation::PodMutation;
+use crate::model::summary::PackedPod;
 
 /// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub use crate::podmeta::{Lc, condition, deletion_cost, has_readiness_gate, instance_id, label, rfc3339};
+pub use crate::model::podmeta::{Lc, condition, deletion_cost, has_readiness_gate, instance_id, label, rfc3339};
 use crate::revision::{self, ALPHANUMS};
 use crate::strmap::Entries;
-use crate::summary::{PodSummary, RevisionKey};
+use crate::model::summary::{PodSummary, RevisionKey};
 
 /// Everything the planner asks about one pod in one plan: the pod's summary (reachable through `Deref`)
 /// and what depends on the plan (now, minReadySeconds, podsToDelete, the update revision). Computed once
