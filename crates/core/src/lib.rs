@@ -4,19 +4,15 @@
 #![forbid(unsafe_code)]
 
 pub mod explain;
-pub mod gojson;
 pub mod inplaceupdate;
 pub mod launch_priority;
 pub mod lifecycle;
 mod model;
-pub mod podtable;
-pub mod podwhy;
 pub mod predownload;
 pub mod recreate;
 pub mod revision;
-mod selector;
 pub mod sync;
-pub mod strmap;
+mod util;
 
 pub use model::{claim, gates, input, mutation, plan, podmeta, pods, snapshot, summary};
 pub use gates::FeatureGates;
@@ -24,7 +20,9 @@ pub use plan::{
     Action, Budget, Plan, PodMutation, PodRefusal, ResizeOutcome, ResizeSeen, UpdateReason, Warning,
 };
 pub use inplaceupdate::{envmeta, vertical};
+pub use explain::{podtable, podwhy};
 pub use sync::plan;
+pub use util::{gojson, strmap};
 pub use sync::{budget, sort, status};
 pub use snapshot::Snapshot;
 pub use summary::PackedPod;

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::model::plan::Action;
 pub use crate::model::plan::ReadinessMessage;
 use crate::model::podmeta::{self as pods, Lc};
-use crate::strmap::Entries;
+use crate::util::strmap::Entries;
 
 impl ReadinessMessage {
     fn lifecycle(key: &str) -> Self {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::InPlaceSpec;
-use crate::gojson;
+use crate::util::gojson;
 
 /// One RFC 6902 operation of the template diff (op, path).
 #[derive(Debug)]

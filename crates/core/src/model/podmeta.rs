@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::strmap::Entries;
+use crate::util::strmap::Entries;
 
 /// The `InPlaceUpdateReady` (or any) condition of a pod.
 pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {

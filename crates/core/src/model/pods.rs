@@ -13,7 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 pub use crate::model::podmeta::{Lc, condition, deletion_cost, has_readiness_gate, instance_id, label, rfc3339};
 use crate::revision::{self, ALPHANUMS};
-use crate::strmap::Entries;
+use crate::util::strmap::Entries;
 use crate::model::summary::{PodSummary, RevisionKey};
 
 /// Everything the planner asks about one pod in one plan: the pod's summary (reachable through `Deref`)

@@ -22,7 +22,7 @@ fn cs(replicas: i32, image: &str, strategy: Value, annotations: Value) -> CloneS
 
 fn rev(c: &CloneSet, n: i64) -> ControllerRevision {
     let data = revision_data(&c.spec.template);
-    let bytes = crate::gojson::marshal(&data);
+    let bytes = crate::util::gojson::marshal(&data);
     new_revision(c, data, &bytes, n, 0)
 }
 

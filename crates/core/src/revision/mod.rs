@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Map, Value};
 
-use crate::gojson;
+use crate::util::gojson;
 use crate::model::plan::Action;
 pub use name::{equal_to_revision, short_hash};
 

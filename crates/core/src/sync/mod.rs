@@ -28,7 +28,7 @@ use crate::model::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warnin
 use crate::model::pods::{self, FactsContext, Lc, PodFacts};
 use crate::lifecycle;
 use crate::revision::{self, short_hash};
-use crate::selector::Selector;
+use crate::util::selector::Selector;
 use crate::sync::status::StatusInput;
 use crate::model::summary::{self, PodSummary, RevisionKey};
 use crate::{FeatureGates, Snapshot};

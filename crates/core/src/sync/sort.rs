@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::model::pods::{Lc, PodFacts};
 use crate::model::snapshot::NodeLabels;
-use crate::selector::Selector;
+use crate::util::selector::Selector;
 
 /// k8s `afterOrZero`: a zero time sorts first, otherwise the later time first.
 fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {

@@ -19,7 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::model::claim::Owner;
 use crate::model::podmeta::Lc;
 use crate::revision::name::{equal_to_revision, short_hash};
-use crate::strmap::Entries;
+use crate::util::strmap::Entries;
 
 mod facts;
 mod packed;

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Intrinsics;
-use crate::strmap::{Entries, StrMap};
+use crate::util::strmap::{Entries, StrMap};
 
 /// A pod: metadata as a struct (read on every plan) but with labels and annotations kept compactly,
 /// `spec.nodeName` (read by the scale-down ranker), and the rest of spec and status as compressed JSON.

@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{Intrinsics, PodRef, PodSummary};
 use crate::model::claim::Claimer;
-use crate::selector::Selector;
-use crate::strmap::Entries;
+use crate::util::selector::Selector;
+use crate::util::strmap::Entries;
 
 /// Feeds `s`, length-prefixed, into the FNV-1a 64 hash `h`.
 fn feed(h: &mut u64, s: &[u8]) {

@@ -26,7 +26,7 @@ fn cs(env: &str) -> CloneSet {
 
 fn rev(c: &CloneSet, n: i64) -> ControllerRevision {
     let data = revision_data(&c.spec.template);
-    let bytes = crate::gojson::marshal(&data);
+    let bytes = crate::util::gojson::marshal(&data);
     new_revision(c, data, &bytes, n, 0)
 }
 

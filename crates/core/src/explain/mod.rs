@@ -1,4 +1,10 @@
-//! Renders a plan for people (`insitu plan -o text`) and for tools (`-o json`, the shape of issue 3).
+//! The explanation: a plan rendered for people (`insitu plan -o text`) and for tools (`-o json`, issue 3's shape).
+//!
+//! Per pod, [`podwhy`] says whether its next update goes in place and what it waits for (`insitu explain`), and
+//! [`podtable`] is the monitor's table (`insitu demo`, `insitu status`).
+
+pub mod podtable;
+pub mod podwhy;
 
 use std::fmt::Write;
 

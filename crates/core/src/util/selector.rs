@@ -1,7 +1,7 @@
 //! A label selector prepared once per plan, so matching every pod neither walks the selector's map nor
 //! allocates (`insitu_api::validation::selector_matches` builds a value set per expression per call).
 
-use crate::strmap::Entries;
+use crate::util::strmap::Entries;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
