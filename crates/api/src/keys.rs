@@ -24,7 +24,7 @@ pub const INPLACE_UPDATE_GRACE_ANNOTATION_OLD: &str = "inplace-update-grace";
 /// what the kubelet was still doing when this in-place batch was written: the container it was replacing and
 /// the overwritten spec's images it may still start. The update is not complete while the status shows either:
 /// a rollback written mid-restart would otherwise pass Kruise's imageID rule before the kubelet's restart
-/// happens (`core::inplace::restart`).
+/// happens (`core::inplaceupdate::restart`).
 pub const INPLACE_UPDATE_RESTARTING_ANNOTATION: &str = "insitu/inplace-update-restarting";
 /// Readiness gate and pod condition type used to take a pod out of service during an in-place update.
 pub const INPLACE_UPDATE_READY: &str = "InPlaceUpdateReady";

@@ -123,7 +123,7 @@ async fn resize_subresource(client: &kube::Client) -> bool {
     for attempt in 0..3u64 {
         match client.apiserver_version().await {
             Ok(info) => {
-                let yes = insitu_core::vertical::resize_subresource(&info.git_version);
+                let yes = insitu_core::inplaceupdate::vertical::resize_subresource(&info.git_version);
                 tracing::info!(
                     version = %info.git_version,
                     resize_subresource = yes,

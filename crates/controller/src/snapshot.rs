@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use insitu_api::CloneSet;
-use insitu_core::snapshot::NodeLabels;
-use insitu_core::summary::Summariser;
-use insitu_core::{PodRef, PodSummary, Snapshot};
+use insitu_core::{NodeLabels, PodRef, PodSummary, Snapshot, Summariser};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -237,7 +235,7 @@ fn node_labels(ctx: &Context, cs: &CloneSet, pods: &[PodSummary]) -> NodeLabels 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use insitu_core::summary::cloneset_fingerprint;
+    use insitu_core::cloneset_fingerprint;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 

@@ -11,16 +11,16 @@ use k8s_openapi::api::core::v1::{ConfigMapKeySelector, Container, EnvVar, EnvVar
 /// Env a user sets on a container to give it a launch priority (`apps/pub` `ContainerLaunchPriorityEnvName`).
 pub const PRIORITY_ENV: &str = "KRUISE_CONTAINER_PRIORITY";
 /// Env injected into every container of a prioritised pod (`ContainerLaunchBarrierEnvName`).
-pub const BARRIER_ENV: &str = "KRUISE_CONTAINER_BARRIER";
+pub(crate) const BARRIER_ENV: &str = "KRUISE_CONTAINER_BARRIER";
 /// Pod annotation asking for launch in container order (`ContainerLaunchPriorityKey`).
-pub const PRIORITY_ANNOTATION: &str = "apps.kruise.io/container-launch-priority";
+pub(crate) const PRIORITY_ANNOTATION: &str = "apps.kruise.io/container-launch-priority";
 /// Value of [`PRIORITY_ANNOTATION`] for container order.
-pub const ORDERED: &str = "Ordered";
+pub(crate) const ORDERED: &str = "Ordered";
 /// Pod annotation set once every priority is in the barrier (`ContainerLaunchPriorityCompletedKey`).
 pub const COMPLETED_ANNOTATION: &str = "apps.kruise.io/container-launch-priority-completed";
 
 /// The barrier ConfigMap of a pod.
-pub fn barrier_name(pod_name: &str) -> String {
+pub(crate) fn barrier_name(pod_name: &str) -> String {
     format!("{pod_name}-barrier")
 }
 
@@ -30,7 +30,7 @@ pub fn key(priority: i64) -> String {
 }
 
 /// Kruise `GetContainerPriority`: the priority from the injected barrier env, if any.
-pub fn container_priority(c: &Container) -> Option<i64> {
+pub(crate) fn container_priority(c: &Container) -> Option<i64> {
     let env = c.env.as_ref()?.iter().find(|e| e.name == BARRIER_ENV)?;
     let k = &env.value_from.as_ref()?.config_map_key_ref.as_ref()?.key;
     // Kruise: strconv.Atoi of key[2:], errors ignored (→ 0).
@@ -40,7 +40,7 @@ pub fn container_priority(c: &Container) -> Option<i64> {
 /// Kruise's webhook `containerLaunchPriorityInitialization`: the priority of each container, or `None` when
 /// the pod needs no barrier (one container; no `Ordered` annotation and the `KRUISE_CONTAINER_PRIORITY`
 /// values all equal or all zero). `Err` names a non-integer priority.
-pub fn priorities(
+pub(crate) fn priorities(
     spec: &PodSpec,
     annotations: Option<&std::collections::BTreeMap<String, String>>,
 ) -> Result<Option<Vec<i64>>, String> {
@@ -76,7 +76,7 @@ pub fn priorities(
 }
 
 /// Appends the barrier env to every container (Kruise `setPodEnv`).
-pub fn inject(spec: &mut PodSpec, prios: &[i64], pod_name: &str) {
+pub(crate) fn inject(spec: &mut PodSpec, prios: &[i64], pod_name: &str) {
     for (c, p) in spec.containers.iter_mut().zip(prios) {
         c.env.get_or_insert_with(Vec::new).push(EnvVar {
             name: BARRIER_ENV.into(),
@@ -95,7 +95,7 @@ pub fn inject(spec: &mut PodSpec, prios: &[i64], pod_name: &str) {
 
 /// What Kruise's container-launch-priority controller does next for a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BarrierStep {
+pub(crate) struct BarrierStep {
     /// The key to have in the barrier (the highest priority among containers not ready yet).
     pub key: String,
     /// After that key, every priority is released: mark the pod completed.
@@ -107,7 +107,7 @@ pub struct BarrierStep {
 /// barrier (creating the ConfigMap if needed) and, when `complete`, sets [`COMPLETED_ANNOTATION`]. Kruise
 /// also marks the pod completed when its *lowest* pending priority is already in the barrier; that case
 /// follows one step later here, after the highest is added (it is then the same key).
-pub fn next_step(pod: &Pod) -> Option<BarrierStep> {
+pub(crate) fn next_step(pod: &Pod) -> Option<BarrierStep> {
     if pod.metadata.deletion_timestamp.is_some()
         || pod
             .metadata
@@ -151,7 +151,7 @@ pub fn next_step(pod: &Pod) -> Option<BarrierStep> {
 
 /// Whether any template this CloneSet's pods may come from asks for launch priority: its own, or an owned
 /// revision's (only then are its pods looked at: the others never carry the barrier env).
-pub fn cloneset_uses_priority(
+pub(crate) fn cloneset_uses_priority(
     cs: &insitu_api::CloneSet,
     revisions: &[std::sync::Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
 ) -> bool {
@@ -200,7 +200,7 @@ fn mentions_priority(tpl: &serde_json::Value) -> bool {
 }
 
 /// Whether a template asks for launch priority (so its pods may need barrier steps).
-pub fn template_uses_priority(
+pub(crate) fn template_uses_priority(
     spec: Option<&PodSpec>,
     annotations: Option<&std::collections::BTreeMap<String, String>>,
 ) -> bool {

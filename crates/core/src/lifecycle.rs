@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::model::plan::Action;
-pub use crate::model::plan::ReadinessMessage;
+use crate::model::plan::ReadinessMessage;
 use crate::model::podmeta::{self as pods, Lc};
 use crate::util::strmap::Entries;
 
@@ -38,7 +38,7 @@ pub fn message_json(messages: &[ReadinessMessage]) -> String {
 }
 
 /// Any hook of the CloneSet marks pods not ready, so its pods need the `KruisePodReady` gate.
-pub fn wants_gate(cs: &CloneSet) -> bool {
+pub(crate) fn wants_gate(cs: &CloneSet) -> bool {
     cs.spec.lifecycle.as_ref().is_some_and(|l| {
         [&l.pre_delete, &l.in_place_update]
             .iter()
@@ -47,7 +47,7 @@ pub fn wants_gate(cs: &CloneSet) -> bool {
 }
 
 /// The pod has the `KruisePodReady` readiness gate.
-pub fn has_gate(pod: &Pod) -> bool {
+pub(crate) fn has_gate(pod: &Pod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.readiness_gates.as_ref())
@@ -69,13 +69,13 @@ fn current(pod: &Pod) -> Option<Vec<ReadinessMessage>> {
 /// Whether a pod whose `KruisePodReady` condition is True with no entries (`PodSummary`'s
 /// `kruise_ready_clean`) can need a write when its lifecycle state is `state`: only on the way into a
 /// Preparing state, whose hook may add an entry. The planner skips `reconcile` (and decoding the pod) otherwise.
-pub fn clean_may_change(state: Lc) -> bool {
+pub(crate) fn clean_may_change(state: Lc) -> bool {
     matches!(state, Lc::PreparingUpdate | Lc::PreparingDelete)
 }
 
 /// The `SetKruisePodReady` write (if any) that brings the pod's condition in line with lifecycle `state`
 /// (the state the pod has, or is being moved to in this plan).
-pub fn reconcile(cs: &CloneSet, pod: &Pod, name: &str, uid: &str, state: Lc) -> Option<Action> {
+pub(crate) fn reconcile(cs: &CloneSet, pod: &Pod, name: &str, uid: &str, state: Lc) -> Option<Action> {
     // Cheap exits first: this runs for every pod of every plan.
     let cond = pods::condition(pod, keys::KRUISE_POD_READY);
     if cond.is_none() && !wants_gate(cs) {
@@ -121,7 +121,7 @@ pub fn reconcile(cs: &CloneSet, pod: &Pod, name: &str, uid: &str, state: Lc) -> 
 }
 
 /// Kruise `lifecycle.IsPodHooked`: any hook label (k=v) or finalizer present.
-pub fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
+pub(crate) fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
     let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().any(|f| fins.contains(f))
@@ -129,7 +129,7 @@ pub fn is_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &Object
 }
 
 /// Kruise `lifecycle.IsPodAllHooked`: every hook label and finalizer present (false without a hook).
-pub fn is_all_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
+pub(crate) fn is_all_hooked(hook: Option<&LifecycleHook>, labels: Entries<'_>, pod: &ObjectMeta) -> bool {
     let Some(h) = hook else { return false };
     let fins = pod.finalizers.as_deref().unwrap_or_default();
     h.finalizers_handler.iter().all(|f| fins.contains(f))

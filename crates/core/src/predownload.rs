@@ -22,26 +22,27 @@ use serde_json::{Value, json};
 use crate::revision;
 
 /// Kruise `minimumReplicasToPreDownloadImage`: CloneSets of at most this many replicas never pre-download.
-pub const MINIMUM_REPLICAS: i32 = 3;
+pub(crate) const MINIMUM_REPLICAS: i32 = 3;
 /// Kruise's ImagePullJob defaults for workloads: a 300 s pull timeout, one pull at a time, one retry, and
 /// the finished job kept 600 s.
-pub const DEFAULT_TIMEOUT_SECONDS: i32 = 300;
-pub const DEFAULT_PARALLELISM: i32 = 1;
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: i32 = 300;
+pub(crate) const DEFAULT_PARALLELISM: i32 = 1;
 const BACKOFF_LIMIT: i32 = 1;
 const TTL_SECONDS_AFTER_FINISHED: i32 = 600;
 
 /// The revision label Kruise writes once the jobs of a revision are created.
 pub const CREATED_LABEL: &str = "apps.kruise.io/pre-predownload-created";
 /// The revision label Kruise writes when a revision's images are not worth pre-downloading.
-pub const IGNORED_LABEL: &str = "apps.kruise.io/image-predownload-ignored";
+pub(crate) const IGNORED_LABEL: &str = "apps.kruise.io/image-predownload-ignored";
 /// The v1alpha1 annotations (v1beta1: `updateStrategy.rollingUpdate.inPlaceUpdateStrategy.imagePreDownload*`,
 /// converted to these).
-pub const PARALLELISM_ANNOTATION: &str = "apps.kruise.io/image-predownload-parallelism";
-pub const TIMEOUT_ANNOTATION: &str = "apps.kruise.io/image-predownload-timeout-seconds";
-pub const MIN_UPDATED_READY_PODS_ANNOTATION: &str = "apps.kruise.io/image-predownload-min-updated-ready-pods";
+pub(crate) const PARALLELISM_ANNOTATION: &str = "apps.kruise.io/image-predownload-parallelism";
+pub(crate) const TIMEOUT_ANNOTATION: &str = "apps.kruise.io/image-predownload-timeout-seconds";
+pub(crate) const MIN_UPDATED_READY_PODS_ANNOTATION: &str =
+    "apps.kruise.io/image-predownload-min-updated-ready-pods";
 
 /// What the controller knows for one CloneSet's pre-download step.
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     /// The CloneSet as the controller plans it (v1alpha1 view).
     pub cs: &'a CloneSet,
     /// The revisions the plan settled on (`None`: not in the cache yet, e.g. created this round).
@@ -55,7 +56,7 @@ pub struct Input<'a> {
 
 /// The writes of the pre-download step.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PreDownload {
+pub(crate) struct PreDownload {
     /// ImagePullJobs to create (`apps.kruise.io/v1beta1` objects), in container order.
     pub create: Vec<Value>,
     /// `(revision name, label)` to set to `"true"` on the update revision.
@@ -80,7 +81,7 @@ fn int_annotation(cs: &CloneSet, key: &str) -> Option<i32> {
 }
 
 /// Plans the pre-download step (Kruise `createImagePullJobsForInPlaceUpdate` and `DeleteJobsForWorkload`).
-pub fn plan(i: &Input) -> PreDownload {
+pub(crate) fn plan(i: &Input) -> PreDownload {
     let mut out = PreDownload::default();
     let (Some(cur), Some(upd)) = (i.current, i.update) else {
         out.why = "pre-download: the revisions are not in the cache yet".into();
@@ -187,7 +188,7 @@ fn ignore_reason(
 
 /// Kruise `diffImagesBetweenRevisions`: containers of the update revision whose image differs from the current
 /// revision's, or that it does not have.
-pub fn changed_images(cur: &ControllerRevision, upd: &ControllerRevision) -> BTreeMap<String, String> {
+pub(crate) fn changed_images(cur: &ControllerRevision, upd: &ControllerRevision) -> BTreeMap<String, String> {
     let images = |r: &ControllerRevision| -> Vec<(String, String)> {
         revision::template_value(r)
             .and_then(|t| t.pointer("/spec/containers"))

@@ -12,9 +12,9 @@ use serde_json::Value;
 use crate::inplaceupdate::{self, Op};
 
 /// The reason label of a volumeClaimTemplates change (`RecreatePodWhenChangeVCTInCloneSetGate`).
-pub const VCT_REASON: &str = "spec.volumeClaimTemplates";
+pub(crate) const VCT_REASON: &str = "spec.volumeClaimTemplates";
 /// The reason label when a revision or template is missing (nothing to compare).
-pub const NO_REVISION_REASON: &str = "revision";
+pub(crate) const NO_REVISION_REASON: &str = "revision";
 
 /// Why the change from one revision to another cannot go in place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -53,7 +53,7 @@ impl Refusal {
     }
 
     /// The fields of the template diff `old → new` that `inplaceupdate::calculate` refuses (it said `message`).
-    pub fn from_templates(message: String, old: &Value, new: &Value, vertical: bool) -> Self {
+    pub(crate) fn from_templates(message: String, old: &Value, new: &Value, vertical: bool) -> Self {
         let fields = refused_fields(old, new, vertical);
         let reason = fields
             .first()
@@ -112,7 +112,7 @@ fn strip_names(field: &str) -> String {
 }
 
 /// Every refused change of the diff, named, deduplicated in diff order.
-pub fn refused_fields(old: &Value, new: &Value, vertical: bool) -> Vec<String> {
+pub(crate) fn refused_fields(old: &Value, new: &Value, vertical: bool) -> Vec<String> {
     let mut ops = Vec::new();
     inplaceupdate::diff(old, new, "", &mut ops);
     let qos = crate::inplaceupdate::vertical::qos_changed(old, new).is_some();

@@ -4,9 +4,8 @@ mod common;
 
 use common::*;
 use insitu_api::keys;
-use insitu_core::sync::MAX_CREATES_PER_ROUND;
 use insitu_core::pods::{self, ID_SPACE};
-use insitu_core::{Action, Plan};
+use insitu_core::{Action, MAX_CREATES_PER_ROUND, Plan};
 use serde_json::json;
 use std::collections::HashSet;
 

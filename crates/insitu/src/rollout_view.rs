@@ -8,7 +8,8 @@
 use std::fmt::Write as _;
 
 use insitu_api::{CloneSet, CloneSetCondition, keys};
-use insitu_core::{budget, podtable, revision};
+use insitu_core::explain::podtable;
+use insitu_core::{budget, revision};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;

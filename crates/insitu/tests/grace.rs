@@ -45,7 +45,7 @@ fn template_changed_again_during_grace_applies_both_in_turn() {
         let p = &h.pods("again").await[0];
         assert!(in_grace(p), "still in the first grace period");
         assert_eq!(
-            insitu_core::podtable::image(p),
+            insitu_core::explain::podtable::image(p),
             "nginx:1.19.0",
             "nothing applied during the grace period"
         );
@@ -83,7 +83,7 @@ fn rollback_during_grace_goes_back_in_place() {
                 let st = h.status("back").await;
                 pods.len() == 1
                     && is_ready(&pods[0])
-                    && insitu_core::podtable::image(&pods[0]) == "nginx:1.19.0"
+                    && insitu_core::explain::podtable::image(&pods[0]) == "nginx:1.19.0"
                     && status(&pods[0]).2 == 2
                     && st.update_revision == st.current_revision
                     && st.updated_ready_replicas == 1
@@ -128,7 +128,7 @@ fn new_tag_of_the_same_digest_completes() {
             st.updated_ready_replicas == 2
                 && pods.iter().all(|p| {
                     is_ready(p)
-                        && insitu_core::podtable::image(p) == "nginx:1.19"
+                        && insitu_core::explain::podtable::image(p) == "nginx:1.19"
                         && p.metadata.labels.as_ref().unwrap()[insitu_api::keys::LIFECYCLE_STATE_LABEL]
                             == "Normal"
                 })

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use insitu_api::keys;
-use insitu_core::podtable::condition;
+use insitu_core::explain::podtable::condition;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -61,7 +61,7 @@ fn mark_pod_not_ready_holds_hooked_pods_until_released() {
         let pods = h.pods("hooked").await;
         assert!(
             pods.iter()
-                .all(|p| insitu_core::podtable::image(p) == "nginx:1.19.0"),
+                .all(|p| insitu_core::explain::podtable::image(p) == "nginx:1.19.0"),
             "hooked pods are not updated"
         );
         let held = pods.iter().filter(|p| lifecycle(p) == "PreparingUpdate").count();
@@ -83,7 +83,7 @@ fn mark_pod_not_ready_holds_hooked_pods_until_released() {
                 pods.iter().any(|p| {
                     p.metadata.name.as_deref() == Some(name.as_str())
                         && lifecycle(p) == "Updated"
-                        && insitu_core::podtable::image(p) == "nginx:1.21.0"
+                        && insitu_core::explain::podtable::image(p) == "nginx:1.21.0"
                         && condition(p, keys::KRUISE_POD_READY) == Some("True")
                         && is_ready(p)
                 })

@@ -51,7 +51,7 @@ fn partition_keeps_old_pods_and_updates_the_canaries_in_place() {
             let pods = h.pods("canary").await;
             let updated = pods
                 .iter()
-                .filter(|p| insitu_core::podtable::image(p) == "nginx:1.21.0" && is_ready(p))
+                .filter(|p| insitu_core::explain::podtable::image(p) == "nginx:1.21.0" && is_ready(p))
                 .count();
             let st = h.status("canary").await;
             updated == 2 && st.updated_ready_replicas == 2
@@ -61,7 +61,7 @@ fn partition_keeps_old_pods_and_updates_the_canaries_in_place() {
         let pods = h.pods("canary").await;
         assert_eq!(
             pods.iter()
-                .filter(|p| insitu_core::podtable::image(p) == "nginx:1.21.0")
+                .filter(|p| insitu_core::explain::podtable::image(p) == "nginx:1.21.0")
                 .count(),
             2,
             "exactly 2 canaries"
@@ -93,7 +93,7 @@ fn pause_stops_the_rollout_and_resume_completes_it() {
             h.pods("pausy")
                 .await
                 .iter()
-                .any(|p| insitu_core::podtable::image(p) == "nginx:1.21.0")
+                .any(|p| insitu_core::explain::podtable::image(p) == "nginx:1.21.0")
         })
         .await;
         h.merge_patch("pausy", json!({"spec": {"updateStrategy": {"paused": true}}}))
@@ -103,14 +103,14 @@ fn pause_stops_the_rollout_and_resume_completes_it() {
             .pods("pausy")
             .await
             .iter()
-            .filter(|p| insitu_core::podtable::image(p) == "nginx:1.21.0")
+            .filter(|p| insitu_core::explain::podtable::image(p) == "nginx:1.21.0")
             .count();
         h.sleep(300).await;
         let updated_later = h
             .pods("pausy")
             .await
             .iter()
-            .filter(|p| insitu_core::podtable::image(p) == "nginx:1.21.0")
+            .filter(|p| insitu_core::explain::podtable::image(p) == "nginx:1.21.0")
             .count();
         assert_eq!(updated_at_pause, updated_later, "no pod updated while paused");
         assert!(updated_later < 5);
@@ -139,7 +139,10 @@ fn rollback_to_the_previous_template_reuses_the_revision_in_place() {
         .await;
         let pods = h.pods("rolly").await;
         assert!(pods.iter().all(|p| uids.contains(&uid(p))), "rollback in place");
-        assert!(pods.iter().all(|p| insitu_core::podtable::restarts(p) == 2));
+        assert!(
+            pods.iter()
+                .all(|p| insitu_core::explain::podtable::restarts(p) == 2)
+        );
     });
 }
 

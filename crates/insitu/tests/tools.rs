@@ -181,7 +181,7 @@ fn rollout_verbs_pause_resume_restart_history_undo() {
             h.pods("app")
                 .await
                 .iter()
-                .all(|p| insitu_core::podtable::image(p) == "nginx:1.19.0")
+                .all(|p| insitu_core::explain::podtable::image(p) == "nginx:1.19.0")
         );
         assert_eq!(
             rollout(&h, Verb::Resume(object("app"))).await.unwrap(),
@@ -349,7 +349,7 @@ fn dry_runs_of_set_image_and_rollout_verbs_change_nothing() {
             h.pods("dry")
                 .await
                 .iter()
-                .all(|p| insitu_core::podtable::image(p) == "nginx:1.19.0")
+                .all(|p| insitu_core::explain::podtable::image(p) == "nginx:1.19.0")
         );
     });
 }

@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
-use insitu_core::podtable;
+use insitu_core::explain::podtable;
 use insitu_sim::Clock as _;
 use insitu_sim::cluster::{SimCluster, SimConfig};
 use k8s_openapi::api::core::v1::Pod;

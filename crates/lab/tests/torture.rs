@@ -65,7 +65,7 @@ fn partition_blocked_scale_down_is_a_stall_not_a_violation() {
 /// the 1.19.0 container for the first update (stopped, then starting 1.20.0). Kruise's completion rule alone
 /// (same imageID, status image = spec) saw the rollback complete at once; the kubelet's restart then took the pod
 /// down, one unavailable pod more than `maxUnavailable`. The controller now waits until the status shows neither
-/// the replaced container nor the overwritten image (`core::inplace::restart`).
+/// the replaced container nor the overwritten image (`core::inplaceupdate::restart`).
 #[test]
 fn a_rollback_during_the_kubelets_restart_stays_within_max_unavailable() {
     one_seed_without_a_violation(3474);

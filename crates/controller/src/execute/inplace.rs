@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 
 use insitu_api::inplace::InPlaceUpdateState;
 use insitu_api::keys::{self, events as ev};
-use insitu_core::PodMutation;
-use insitu_core::plan::UpdateReason;
-use insitu_core::lifecycle::{self, ReadinessMessage};
+use insitu_core::{PodMutation, ReadinessMessage, UpdateReason, lifecycle};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -135,7 +133,7 @@ impl Exec<'_> {
                 .await
                 .map_err(|e| action_err(format!("resize pod {name}"), e))?,
         };
-        let Some(mut patch) = insitu_core::vertical::resize_patch(&pod, resources) else {
+        let Some(mut patch) = insitu_core::inplaceupdate::vertical::resize_patch(&pod, resources) else {
             return Ok(());
         };
         // A replaced pod (same name, new uid) fails validation instead of being resized.

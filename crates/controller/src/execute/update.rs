@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use insitu_api::keys::events as ev;
-use insitu_core::plan::UpdateReason;
+use insitu_core::UpdateReason;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;

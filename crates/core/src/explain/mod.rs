@@ -36,7 +36,7 @@ pub fn json(plan: &Plan) -> PlanOutput<'_> {
 
 /// One line per budget number: its value and what it means (the names of Kruise's
 /// `calculateDiffsWithExpectation`, `sync/cloneset_sync_utils.go`).
-pub fn budget_lines(b: &Budget) -> Vec<String> {
+pub(crate) fn budget_lines(b: &Budget) -> Vec<String> {
     let rows: [(&str, i32, &str); 13] = [
         (
             "partition",
@@ -110,7 +110,7 @@ pub fn budget_lines(b: &Budget) -> Vec<String> {
 }
 
 /// One line per action.
-pub fn action_line(a: &Action) -> String {
+pub(crate) fn action_line(a: &Action) -> String {
     match a {
         Action::CreateRevision { revision } => format!(
             "create ControllerRevision {} (revision {})",

@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use crate::inplaceupdate;
 use crate::model::plan::{Action, Plan, UpdateReason};
 use crate::recreate::Refusal;
-use crate::inplaceupdate;
 use crate::{Snapshot, revision};
 
 /// One pod, explained.

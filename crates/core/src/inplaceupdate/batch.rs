@@ -203,7 +203,7 @@ pub fn restamp_last_container_statuses(pod: &mut Pod) -> bool {
 }
 
 /// Parses the `apps.kruise.io/inplace-update-state` annotation.
-pub fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
+pub(crate) fn parse_state(state: &str) -> Result<InPlaceUpdateState, String> {
     serde_json::from_str(state)
         .map_err(|e| format!("unreadable {}: {e}", keys::INPLACE_UPDATE_STATE_ANNOTATION))
 }

@@ -16,7 +16,7 @@ use crate::model::mutation::PodMutation;
 
 /// Kruise `DefaultCheckInPlaceUpdateCompleted`: no grace period, no pending batch, and the containers
 /// done (`containers_completed`); a pod without a state annotation is complete.
-pub fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_completed(pod: &Pod, grace: Option<&str>, state: Option<&str>) -> Result<(), String> {
     if grace.is_some() {
         return Err("still in grace period of in-place update".into());
     }
@@ -124,7 +124,7 @@ pub fn next_batch(pod: &Pod, mut st: InPlaceUpdateState, now: Timestamp) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inplaceupdate::normalize_image;
+    use crate::inplaceupdate::image::normalize_image;
     use insitu_api::containermeta::{self, RUNTIME_CONTAINERS_META_ANNOTATION};
     use serde_json::{Value, json};
 

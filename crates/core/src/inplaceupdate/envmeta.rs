@@ -10,7 +10,7 @@ use insitu_api::inplace::ContainerRefMetadata;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// The labels/annotations one container needs on the pod before it restarts (Kruise `containerRefMetadata`).
-pub type RefMeta = ContainerRefMetadata;
+pub(crate) type RefMeta = ContainerRefMetadata;
 
 fn map(m: &RefMeta, kind: MetaKind) -> &BTreeMap<String, String> {
     match kind {
@@ -27,14 +27,14 @@ fn map_mut(m: &mut RefMeta, kind: MetaKind) -> &mut BTreeMap<String, String> {
 }
 
 /// container name → metadata it reads that changed.
-pub type RefMetadata = BTreeMap<String, RefMeta>;
+pub(crate) type RefMetadata = BTreeMap<String, RefMeta>;
 
 /// Kruise `defaultCalculateInPlaceUpdateSpec` step 6 on the metadata changes of the two templates: each
 /// label/annotation set (`add`/`replace` of `/metadata/labels/<k>`, so only when the old template had that
 /// map) that a container of the new template reads via `fieldRef` goes to that container's `RefMeta`, and is
 /// taken out of the plain metadata patch (`changes`) so that it reaches the pod only with its container's
 /// batch.
-pub fn extract(
+pub(crate) fn extract(
     new_containers: &[Container],
     old_has_map: bool,
     kind: MetaKind,
@@ -61,7 +61,7 @@ pub fn extract(
 
 /// Kruise `addMetadataSharedContainersToUpdate`: containers reading a label/annotation that a container of
 /// this batch changes join the batch, transitively (the key reaches the pod once, so every reader restarts).
-pub fn add_shared(batch: &mut BTreeSet<String>, refs: &RefMetadata) {
+pub(crate) fn add_shared(batch: &mut BTreeSet<String>, refs: &RefMetadata) {
     let mut frontier: Vec<String> = batch.iter().cloned().collect();
     let mut keys: BTreeSet<(MetaKind, String)> = BTreeSet::new();
     while !frontier.is_empty() {
@@ -86,7 +86,7 @@ pub fn add_shared(batch: &mut BTreeSet<String>, refs: &RefMetadata) {
 
 /// Which of the node agent's hashes `hashes_consistent` compares (Kruise's `hashType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HashKind {
+pub(crate) enum HashKind {
     /// kubelet's `HashContainer` of the spec container (1.31+: name and image): the running container is
     /// the spec's, whatever `status.image` and `status.imageID` say.
     Plain,
@@ -102,7 +102,11 @@ pub enum HashKind {
 /// Kruise also accepts the plain hash of kubelets before 1.31 (FNV of the whole container's JSON); insitu
 /// computes only the 1.31+ one, so against an older kubelet the plain check fails and completion falls
 /// back to the imageID rule, as in Kruise when the report is stale.
-pub fn hashes_consistent(pod: &Pod, meta: &RuntimeContainerMetaSet, kind: HashKind) -> Result<(), String> {
+pub(crate) fn hashes_consistent(
+    pod: &Pod,
+    meta: &RuntimeContainerMetaSet,
+    kind: HashKind,
+) -> Result<(), String> {
     let statuses = pod
         .status
         .as_ref()
@@ -147,7 +151,7 @@ pub fn hashes_consistent(pod: &Pod, meta: &RuntimeContainerMetaSet, kind: HashKi
 
 /// Kruise's env-from-metadata completion: the node agent's report is required, and every container must
 /// run with the env the pod's current labels/annotations give.
-pub fn env_hashes_consistent(pod: &Pod, meta: Option<&RuntimeContainerMetaSet>) -> Result<(), String> {
+pub(crate) fn env_hashes_consistent(pod: &Pod, meta: Option<&RuntimeContainerMetaSet>) -> Result<(), String> {
     let meta = meta.ok_or_else(|| {
         "waiting for all containers hash consistent, but runtime-container-meta not found".to_string()
     })?;

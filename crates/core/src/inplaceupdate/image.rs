@@ -3,14 +3,16 @@
 /// Docker-style reference normalisation for comparing spec and reported images: the kubelet reports
 /// `docker.io/library/nginx:1.20.0` for `nginx:1.20.0`. Kruise only adds `:latest`; normalising both sides
 /// keeps every Kruise "equal" equal and also accepts the kubelet's canonical form.
-pub fn normalize_image(image: &str) -> String {
+// The reference `images_equal` is checked against in the tests.
+#[cfg(test)]
+pub(crate) fn normalize_image(image: &str) -> String {
     let (domain, name, suffix) = normalized_parts(image);
     [domain, name, suffix].concat()
 }
 
 /// `normalize_image(a) == normalize_image(b)`, without building either string (the completion check
 /// compares every in-flight container).
-pub fn images_equal(a: &str, b: &str) -> bool {
+pub(crate) fn images_equal(a: &str, b: &str) -> bool {
     fn bytes<'s>((d, n, s): (&'s str, &'s str, &'s str)) -> impl Iterator<Item = u8> + 's {
         d.bytes().chain(n.bytes()).chain(s.bytes())
     }

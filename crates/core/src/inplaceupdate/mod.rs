@@ -6,7 +6,7 @@
 mod batch;
 mod complete;
 mod diff;
-pub mod envmeta;
+pub(crate) mod envmeta;
 mod image;
 mod restart;
 mod start;
@@ -21,13 +21,15 @@ use serde_json::Value;
 
 use crate::inplaceupdate::envmeta::RefMetadata;
 
-pub use batch::{has_next_batch, parse_state, restamp_last_container_statuses};
-pub use complete::{check_completed, containers_completed, next_batch};
+pub(crate) use batch::parse_state;
+pub use batch::{has_next_batch, restamp_last_container_statuses};
+pub(crate) use complete::check_completed;
+pub use complete::{containers_completed, next_batch};
 pub(crate) use diff::{Op, diff};
 use diff::{container_image_index, map_changes, meta_patch_json, str_map};
-pub use image::{images_equal, normalize_image};
-pub use restart::{record_pending_restarts, restarts_done};
-pub use start::{Grace, StartTemplate, finish_grace};
+pub use restart::record_pending_restarts;
+pub use start::StartTemplate;
+pub(crate) use start::{Grace, finish_grace};
 
 /// What an in-place update changes (Kruise `UpdateSpec` minus the fields we do not support).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -52,13 +54,13 @@ pub struct InPlaceSpec {
 
 impl InPlaceSpec {
     /// Kruise `VerticalUpdateOnly`: a resize, no image, no env from metadata.
-    pub fn vertical_only(&self) -> bool {
+    pub(crate) fn vertical_only(&self) -> bool {
         !self.resources.is_empty() && self.images.is_empty() && !self.update_env_from_metadata
     }
 
     /// Kruise `defaultCheckPodNeedsBeUnready` (gate present is checked by the caller): every in-place update
     /// marks the pod NotReady, except a resize where no changed resource has `RestartContainer`.
-    pub fn needs_unready(&self, pod: &Pod) -> bool {
+    pub(crate) fn needs_unready(&self, pod: &Pod) -> bool {
         !self.vertical_only() || crate::inplaceupdate::vertical::resize_needs_restart(pod, &self.resources)
     }
 }
@@ -81,7 +83,13 @@ pub fn calculate(old_tpl: &Value, new_tpl: &Value, vertical: bool) -> Result<InP
                         op.op, op.path
                     ));
                 }
-                crate::inplaceupdate::vertical::record_op(op.op, &op.path, old_tpl, new_tpl, &mut spec.resources)?;
+                crate::inplaceupdate::vertical::record_op(
+                    op.op,
+                    &op.path,
+                    old_tpl,
+                    new_tpl,
+                    &mut spec.resources,
+                )?;
                 continue;
             }
             if op.op != "replace" {

@@ -115,7 +115,7 @@ fn pending_restarts<'a>(before: &Pod, after: &Pod, batch: impl IntoIterator<Item
 
 /// Err while a container recorded by [`record_pending_restarts`] still runs as the recorded container or
 /// shows an image the kubelet was moving to before it saw the new spec.
-pub fn restarts_done(pod: &Pod) -> Result<(), String> {
+pub(crate) fn restarts_done(pod: &Pod) -> Result<(), String> {
     let Some(record) = read(pod) else {
         return Ok(());
     };

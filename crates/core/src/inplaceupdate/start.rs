@@ -76,7 +76,7 @@ impl StartTemplate {
 
     /// Whether `mutation` reads nothing from the pod (with a grace period the images wait, so the write is
     /// the same for every pod): the planner then builds it once and clones it per pod.
-    pub fn same_for_every_pod(&self) -> bool {
+    pub(crate) fn same_for_every_pod(&self) -> bool {
         // Must follow the first arm of the match in `mutation`.
         self.grace_json.is_some() && self.state_json.is_some()
     }
@@ -134,7 +134,7 @@ impl StartTemplate {
 
 /// Outcome of Kruise `finishGracePeriod` for one pod.
 #[derive(Debug)]
-pub enum Grace {
+pub(crate) enum Grace {
     /// Still waiting: look again after this many whole seconds (rounded up).
     Wait(std::time::Duration),
     /// Grace over: apply the images/metadata (and drop the annotation).
@@ -150,7 +150,7 @@ pub enum Grace {
 }
 
 /// Kruise `finishGracePeriod` (`pkg/util/inplaceupdate/inplace_update.go`).
-pub fn finish_grace(
+pub(crate) fn finish_grace(
     pod: &Pod,
     pod_revision: &str,
     grace: &str,

@@ -12,12 +12,12 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Map, Value, json};
 
 /// Resources Kruise (and the kubelet) resize in place (`allowedResizeResourceKey`).
-pub fn resizable(name: &str) -> bool {
+pub(crate) fn resizable(name: &str) -> bool {
     name == "cpu" || name == "memory"
 }
 
 /// `/spec/containers/<i>/resources/<limits|requests>/<name>` → (i, kind, name); `None` for other paths.
-pub fn resource_path(path: &str) -> Option<(&str, &str, &str)> {
+pub(crate) fn resource_path(path: &str) -> Option<(&str, &str, &str)> {
     let rest = path.strip_prefix("/spec/containers/")?;
     let (idx, tail) = rest.split_once('/')?;
     if idx.is_empty() || !idx.bytes().all(|b| b.is_ascii_digit()) {
@@ -35,7 +35,7 @@ pub fn resource_path(path: &str) -> Option<(&str, &str, &str)> {
 
 /// Kruise `UpdateInplaceUpdateMetadata` for one template-diff op on a container's resources: records the
 /// new quantity, or says why the change cannot be a resize (→ recreate).
-pub fn record_op(
+pub(crate) fn record_op(
     op: &str,
     path: &str,
     old_tpl: &Value,
@@ -108,13 +108,13 @@ pub fn describe(resources: &BTreeMap<String, ResourceRequirements>) -> String {
 }
 
 /// Kruise `IsPodQoSChanged` on two revision templates.
-pub fn qos_changed(old_tpl: &Value, new_tpl: &Value) -> Option<(&'static str, &'static str)> {
+pub(crate) fn qos_changed(old_tpl: &Value, new_tpl: &Value) -> Option<(&'static str, &'static str)> {
     let (a, b) = (qos_class(old_tpl), qos_class(new_tpl));
     (a != b).then_some((a, b))
 }
 
 /// Semantic quantity equality (`Quantity.Equal`: `1` = `1000m`); unparsable quantities compare as text.
-pub fn quantity_eq(a: &Quantity, b: &Quantity) -> bool {
+pub(crate) fn quantity_eq(a: &Quantity, b: &Quantity) -> bool {
     match (parse_quantity(&a.0), parse_quantity(&b.0)) {
         (Some(x), Some(y)) => x == y,
         _ => a.0 == b.0,
@@ -128,7 +128,7 @@ fn lists_equal(a: Option<&BTreeMap<String, Quantity>>, b: Option<&BTreeMap<Strin
 }
 
 /// Kruise `IsUpdateCompleted`: every container reports a status whose resources equal its spec.
-pub fn resources_completed(pod: &Pod) -> Result<(), String> {
+pub(crate) fn resources_completed(pod: &Pod) -> Result<(), String> {
     let spec = pod
         .spec
         .as_ref()
@@ -264,7 +264,7 @@ pub fn resize_subresource(git_version: &str) -> bool {
 
 /// Kruise `defaultCheckPodNeedsBeUnready` for a resize-only update (no image, no env-from-metadata): the
 /// pod goes NotReady only if a changed resource has `resizePolicy: RestartContainer`.
-pub fn resize_needs_restart(pod: &Pod, resources: &BTreeMap<String, ResourceRequirements>) -> bool {
+pub(crate) fn resize_needs_restart(pod: &Pod, resources: &BTreeMap<String, ResourceRequirements>) -> bool {
     let containers = pod
         .spec
         .as_ref()

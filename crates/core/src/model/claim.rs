@@ -19,13 +19,13 @@ pub enum Owner {
 }
 
 /// The owner check for one CloneSet, prepared once per plan.
-pub struct Claimer<'a> {
+pub(crate) struct Claimer<'a> {
     uid: &'a str,
     name: &'a str,
 }
 
 impl<'a> Claimer<'a> {
-    pub fn new(cs: &'a CloneSet) -> Self {
+    pub(crate) fn new(cs: &'a CloneSet) -> Self {
         Claimer {
             uid: cs.metadata.uid.as_deref().unwrap_or_default(),
             name: cs.metadata.name.as_deref().unwrap_or_default(),
@@ -42,7 +42,7 @@ impl<'a> Claimer<'a> {
     }
 
     /// Kruise `claimObject`'s first question: whose is this pod?
-    pub fn owner(&self, meta: &ObjectMeta) -> Owner {
+    pub(crate) fn owner(&self, meta: &ObjectMeta) -> Owner {
         let refs = meta.owner_references.as_deref().unwrap_or_default();
         if let Some(c) = refs.iter().find(|r| r.controller == Some(true)) {
             return if self.is_us(&c.uid, &c.kind, &c.name) {
@@ -61,7 +61,7 @@ impl<'a> Claimer<'a> {
 
 /// What `claimPods` does with one active pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// Managed this round.
     Keep,
     /// Ours but no longer selected: remove our ownerReference (then the garbage collector leaves it alone
@@ -75,7 +75,7 @@ pub enum Claim {
 
 /// Kruise `claimObject` for a pod: `selected` = the selector matches its labels. A deleting CloneSet
 /// releases and adopts nothing; a deleting pod is not adopted.
-pub fn claim(owner: Owner, selected: bool, cs_deleting: bool, pod_deleting: bool) -> Claim {
+pub(crate) fn claim(owner: Owner, selected: bool, cs_deleting: bool, pod_deleting: bool) -> Claim {
     match owner {
         Owner::Other => Claim::Ignore,
         Owner::Controller | Owner::Unreferenced if selected => Claim::Keep,

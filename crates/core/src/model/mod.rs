@@ -1,11 +1,11 @@
 //! The data model: what a plan reads (the snapshot, pod summaries and facts) and what it says (actions, status).
 
-pub mod claim;
-pub mod gates;
+pub(crate) mod claim;
+pub(crate) mod gates;
 pub mod input;
-pub mod mutation;
-pub mod plan;
-pub mod podmeta;
+pub(crate) mod mutation;
+pub(crate) mod plan;
+pub(crate) mod podmeta;
 pub mod pods;
-pub mod snapshot;
-pub mod summary;
+pub(crate) mod snapshot;
+pub(crate) mod summary;

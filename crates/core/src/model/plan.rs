@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde::{Deserialize, Serialize};
 
-pub use crate::model::mutation::PodMutation;
+pub(crate) use crate::model::mutation::PodMutation;
 use crate::model::summary::PackedPod;
 
 /// What the controller should do next for one CloneSet. Actions run in order; any failure ends the round.
@@ -91,7 +91,7 @@ pub struct PodRefusal {
 }
 
 /// Event reason: an env-from-metadata update waits for a node agent that does not run on the pod's node.
-pub const NO_NODE_AGENT: &str = "EnvFromMetadataWithoutNodeAgent";
+pub(crate) const NO_NODE_AGENT: &str = "EnvFromMetadataWithoutNodeAgent";
 
 /// A Warning the plan asks the controller to report (once per CloneSet and reason).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

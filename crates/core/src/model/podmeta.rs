@@ -3,13 +3,12 @@
 
 use insitu_api::keys;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::util::strmap::Entries;
 
 /// The `InPlaceUpdateReady` (or any) condition of a pod.
-pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
+pub(crate) fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?
         .conditions
@@ -18,21 +17,9 @@ pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
         .find(|c| c.type_ == type_)
 }
 
-/// The value of label `key` (pods are read by their metadata: a cached pod may be packed).
-pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn has_readiness_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == keys::INPLACE_UPDATE_READY))
-}
-
 /// The lifecycle label as an enum, so hot loops compare integers, not strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lc {
+pub(crate) enum Lc {
     /// No label.
     None,
     PreparingNormal,
@@ -46,7 +33,7 @@ pub enum Lc {
 }
 
 impl Lc {
-    pub fn parse(s: &str) -> Self {
+    pub(crate) fn parse(s: &str) -> Self {
         match s {
             "" => Lc::None,
             keys::lifecycle::PREPARING_NORMAL => Lc::PreparingNormal,
@@ -67,7 +54,7 @@ pub fn instance_id<'a>(labels: impl Into<Entries<'a>>) -> &'a str {
 }
 
 /// Kruise `getDeletionCostFromPodAnnotations`: an int32 without `+` or leading zeros, else 0.
-pub fn deletion_cost(v: &str) -> i32 {
+pub(crate) fn deletion_cost(v: &str) -> i32 {
     let digits = v.strip_prefix('-').unwrap_or(v);
     let valid_first =
         v == "0" || v.starts_with('-') || v.as_bytes().first().is_some_and(|b| (b'1'..=b'9').contains(b));
@@ -78,7 +65,7 @@ pub fn deletion_cost(v: &str) -> i32 {
 }
 
 /// RFC3339 at second precision, as Go `time.Now().Format(time.RFC3339)` in UTC.
-pub fn rfc3339(t: Timestamp) -> String {
+pub(crate) fn rfc3339(t: Timestamp) -> String {
     let t = Timestamp::from_second(t.as_second()).unwrap_or(t);
     k8s_openapi::jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).unwrap_or_default()
 }

@@ -11,10 +11,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub use crate::model::podmeta::{Lc, condition, deletion_cost, has_readiness_gate, instance_id, label, rfc3339};
+pub use crate::model::podmeta::instance_id;
+pub(crate) use crate::model::podmeta::{Lc, rfc3339};
+use crate::model::summary::{PodSummary, RevisionKey};
 use crate::revision::{self, ALPHANUMS};
 use crate::util::strmap::Entries;
-use crate::model::summary::{PodSummary, RevisionKey};
 
 /// Everything the planner asks about one pod in one plan: the pod's summary (reachable through `Deref`)
 /// and what depends on the plan (now, minReadySeconds, podsToDelete, the update revision). Computed once
@@ -212,7 +213,7 @@ pub fn available_ids(
 
 /// The name of the PVC of template `vct_name` for instance `id`: `<vct>-<cloneset>-<id>` (Kruise
 /// getPersistentVolumeClaimName); the pod's volume of the same name claims it.
-pub fn pvc_name(vct_name: &str, cs_name: &str, id: &str) -> String {
+pub(crate) fn pvc_name(vct_name: &str, cs_name: &str, id: &str) -> String {
     format!("{vct_name}-{cs_name}-{id}")
 }
 

@@ -12,25 +12,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Map, Value};
 
-use crate::util::gojson;
 use crate::model::plan::Action;
+use crate::util::gojson;
 pub use name::{equal_to_revision, short_hash};
 
 /// apimachinery `rand.SafeEncodeString` alphabet (no vowels, no confusable digits).
-pub const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
+pub(crate) const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// FNV-1 (not 1a) 32-bit, as Go's `hash/fnv.New32` used by k8s `history.HashControllerRevision`.
-pub fn fnv32(data: &[u8], mut h: u32) -> u32 {
+pub(crate) fn fnv32(data: &[u8], mut h: u32) -> u32 {
     for b in data {
         h = h.wrapping_mul(16_777_619);
         h ^= u32::from(*b);
     }
     h
 }
-pub const FNV32_OFFSET: u32 = 2_166_136_261;
+pub(crate) const FNV32_OFFSET: u32 = 2_166_136_261;
 
 /// FNV-1a 32-bit (Go `fnv.New32a`).
-pub fn fnv32a(data: &[u8]) -> u32 {
+pub(crate) fn fnv32a(data: &[u8]) -> u32 {
     let mut h = FNV32_OFFSET;
     for b in data {
         h ^= u32::from(*b);
@@ -40,7 +40,7 @@ pub fn fnv32a(data: &[u8]) -> u32 {
 }
 
 /// apimachinery `rand.SafeEncodeString`: each char → `ALPHANUMS[rune % 27]`.
-pub fn safe_encode(s: &str) -> String {
+pub(crate) fn safe_encode(s: &str) -> String {
     s.chars()
         .map(|c| ALPHANUMS[(c as usize) % ALPHANUMS.len()] as char)
         .collect()
@@ -84,7 +84,7 @@ pub fn template_value(rev: &ControllerRevision) -> Option<&Value> {
 }
 
 /// The typed pod template stored in a revision (Kruise `ApplyRevision`: the template is replaced whole).
-pub fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
+pub(crate) fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
     let mut v = template_value(rev)?.clone();
     if let Value::Object(m) = &mut v {
         m.remove("$patch");
@@ -93,7 +93,7 @@ pub fn template_of(rev: &ControllerRevision) -> Option<PodTemplateSpec> {
 }
 
 /// Bytes of a stored revision's data as Go would hold them in `Data.Raw`.
-pub fn stored_bytes(rev: &ControllerRevision) -> Option<String> {
+pub(crate) fn stored_bytes(rev: &ControllerRevision) -> Option<String> {
     rev.data.as_ref().map(|d| gojson::marshal(&d.0))
 }
 
@@ -121,7 +121,7 @@ pub fn vct_hash(cs: &CloneSet) -> String {
 }
 
 /// A revision's volumeClaimTemplates hash annotation, if it has one.
-pub fn vct_hash_of(r: &ControllerRevision) -> Option<&str> {
+pub(crate) fn vct_hash_of(r: &ControllerRevision) -> Option<&str> {
     r.metadata
         .annotations
         .as_ref()?
@@ -143,7 +143,7 @@ pub struct ActiveRevisions {
 }
 
 /// Kruise `history.SortControllerRevisions`: by `.revision`, then creationTimestamp, then name.
-pub fn sort_revisions(revs: &mut [Arc<ControllerRevision>]) {
+pub(crate) fn sort_revisions(revs: &mut [Arc<ControllerRevision>]) {
     revs.sort_by(|a, b| {
         a.revision
             .cmp(&b.revision)
@@ -157,7 +157,7 @@ pub fn sort_revisions(revs: &mut [Arc<ControllerRevision>]) {
 }
 
 /// Builds the candidate revision for the CloneSet's current template (Kruise `NewRevision`).
-pub fn new_revision(
+pub(crate) fn new_revision(
     cs: &CloneSet,
     data: Value,
     data_bytes: &str,
@@ -281,7 +281,7 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
 
 /// Kruise `truncateHistory`: delete the oldest non-live revisions beyond `revisionHistoryLimit`. A revision
 /// is live when it is current, update, or named by some pod's `controller-revision-hash` (full or short).
-pub fn truncate_history<'p>(
+pub(crate) fn truncate_history<'p>(
     all: &[Arc<ControllerRevision>],
     pods: impl IntoIterator<Item = &'p ObjectMeta>,
     current: &str,

@@ -4,8 +4,8 @@
 pub mod budget;
 mod refresh;
 mod scale;
-pub mod sort;
-pub mod status;
+pub(crate) mod sort;
+pub(crate) mod status;
 mod steps;
 mod update;
 
@@ -22,15 +22,15 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::sync::budget::DiffPod;
+use crate::lifecycle;
 use crate::model::claim::{self, Claim, Claimer};
 use crate::model::plan::{Action, Budget, Plan, PodMutation, UpdateReason, Warning};
 use crate::model::pods::{self, FactsContext, Lc, PodFacts};
-use crate::lifecycle;
-use crate::revision::{self, short_hash};
-use crate::util::selector::Selector;
-use crate::sync::status::StatusInput;
 use crate::model::summary::{self, PodSummary, RevisionKey};
+use crate::revision::{self, short_hash};
+use crate::sync::budget::DiffPod;
+use crate::sync::status::StatusInput;
+use crate::util::selector::Selector;
 use crate::{FeatureGates, Snapshot};
 
 /// Pods created per round at most. Kruise creates every missing pod in one round (in slow-start batches);

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use insitu_api::keys;
 
 use crate::inplaceupdate::{self, Grace};
+use crate::lifecycle;
 use crate::model::plan::{Action, ResizeOutcome, ResizeSeen, UpdateReason, Warning};
 use crate::model::pods::{Lc, PodFacts};
-use crate::lifecycle;
-use crate::revision::short_hash;
 use crate::model::summary::InFlight;
+use crate::revision::short_hash;
 
 use super::Planner;
 use crate::lifecycle::is_all_hooked;
@@ -37,7 +37,10 @@ impl Planner<'_> {
                         if m.container_resources.is_empty() {
                             String::new()
                         } else {
-                            format!(", resize {}", crate::inplaceupdate::vertical::describe(&m.container_resources))
+                            format!(
+                                ", resize {}",
+                                crate::inplaceupdate::vertical::describe(&m.container_resources)
+                            )
                         }
                     ));
                     self.push_update(f, m, UpdateReason::FinishGracePeriod);
@@ -91,7 +94,8 @@ impl Planner<'_> {
                     containers_done = false;
                     completed = Some(false);
                     // Kruise keeps waiting for the status to report the resources; say why.
-                    if let Some((reason, message)) = crate::inplaceupdate::vertical::resize_pending(&f.pod()) {
+                    if let Some((reason, message)) = crate::inplaceupdate::vertical::resize_pending(&f.pod())
+                    {
                         self.why(format!(
                             "pod {}: resize pending on its node ({reason}: {message}); the update completes once the kubelet applies it",
                             f.name()
@@ -108,7 +112,9 @@ impl Planner<'_> {
                     completed = Some(false);
                     // Rare (multi-container batches), so the state is parsed again here.
                     let state = f.state().unwrap_or_default();
-                    match inplaceupdate::parse_state(state).and_then(|st| inplaceupdate::next_batch(&f.pod(), st, now)) {
+                    match inplaceupdate::parse_state(state)
+                        .and_then(|st| inplaceupdate::next_batch(&f.pod(), st, now))
+                    {
                         Ok(m) => {
                             self.why(format!(
                                 "pod {}: previous batch done → next container batch",
@@ -160,7 +166,7 @@ impl Planner<'_> {
             _ => None,
         };
         // Lifecycle markPodNotReady: KruisePodReady follows the state the pod is in or moves to.
-        // (`readiness::reconcile` does nothing for a pod without the KruisePodReady gate.)
+        // (`lifecycle::reconcile` does nothing for a pod without the KruisePodReady gate.)
         if (f.has_kruise_ready || self.mark_not_ready) && f.has_kruise_gate {
             let target = next_state.map_or(f.lc, Lc::parse);
             // A True condition without entries stays so outside the Preparing states: no need to decode

@@ -9,8 +9,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use crate::PackedPod;
 use crate::model::plan::{Action, Budget};
 use crate::model::pods::{self, Lc, PodFacts};
-use crate::sync::sort;
 use crate::model::summary::PodSummary;
+use crate::sync::sort;
 
 use super::{MAX_CREATES_PER_ROUND, Planner};
 use crate::lifecycle::is_hooked;

@@ -23,7 +23,9 @@ fn after_or_zero(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
 
 /// k8s `controller.ActivePods.Less` (unassigned, Pending<Unknown<Running, not-ready, shorter ready time,
 /// more restarts, newer); the caller breaks ties deterministically.
-pub fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
+// The reference the tests check `ActiveKey` (what the planner sorts by) against.
+#[cfg(test)]
+pub(crate) fn active_pods(a: &PodFacts, b: &PodFacts) -> Ordering {
     // Unassigned (false) before assigned (true).
     a.node_assigned
         .cmp(&b.node_assigned)
@@ -101,7 +103,7 @@ fn with_rank(a: &PodFacts, b: &PodFacts, ra: f64, rb: f64, use_available: bool) 
 
 /// The pod template's `topologySpreadConstraints` keys and the labels of the nodes the pods run on.
 #[derive(Clone, Copy, Debug)]
-pub struct Topology<'a> {
+pub(crate) struct Topology<'a> {
     pub keys: &'a [&'a str],
     pub nodes: &'a NodeLabels,
 }
@@ -186,14 +188,16 @@ type ScaleDownKey<'a> = (
 
 /// Kruise scale-down order (`ActivePodsWithRanks` with availability and the spread or same-node ranker):
 /// the first pods are deleted first.
-pub fn scale_down(pods: &mut [&PodFacts], topology: Option<Topology>) {
+// The whole order: the reference the tests check the `_prefix` form (what the planner runs) against.
+#[cfg(test)]
+pub(crate) fn scale_down(pods: &mut [&PodFacts], topology: Option<Topology>) {
     let n = pods.len();
     scale_down_prefix(pods, n, topology);
 }
 
 /// Like `scale_down`, but only the first `k` pods are guaranteed in order (the rest are the remaining
 /// pods, unordered): choosing k victims among n pods costs O(n + k log k).
-pub fn scale_down_prefix(pods: &mut [&PodFacts], k: usize, topology: Option<Topology>) {
+pub(crate) fn scale_down_prefix(pods: &mut [&PodFacts], k: usize, topology: Option<Topology>) {
     let ranks = ranks(pods, topology);
     let keys: Vec<ScaleDownKey> = pods
         .iter()
@@ -287,7 +291,9 @@ impl<'a> Priority<'a> {
 
 /// Kruise `SortUpdateIndexes`: ActivePods order, then priorityStrategy (stable), then scatterStrategy,
 /// then PreparingUpdate pods first (stable).
-pub fn update_candidates(
+// The whole order: the reference the tests check the `_prefix` form (what the planner runs) against.
+#[cfg(test)]
+pub(crate) fn update_candidates(
     facts: &[PodFacts],
     idx: &mut Vec<usize>,
     priority: Option<&UpdatePriorityStrategy>,
@@ -302,7 +308,7 @@ pub fn update_candidates(
 /// a rollout over 50k pods orders a few thousand, not all of them. Each step of Kruise's chain of stable
 /// sorts is a more significant key, so without scatter one sort by (PreparingUpdate first, priority,
 /// ActivePods, index) gives the same order. Scatter regroups the whole list: then everything is sorted.
-pub fn update_candidates_prefix(
+pub(crate) fn update_candidates_prefix(
     facts: &[PodFacts],
     idx: &mut Vec<usize>,
     priority: Option<&UpdatePriorityStrategy>,

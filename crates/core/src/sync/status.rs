@@ -9,15 +9,15 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::model::pods::PodFacts;
 
-pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
-pub const REASON_PAUSED: &str = "CloneSetPaused";
-pub const REASON_PARTITION_AVAILABLE: &str = "ProgressPartitionAvailable";
-pub const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
-pub const REASON_UPDATED: &str = "CloneSetUpdated";
+pub(crate) const REASON_AVAILABLE: &str = "CloneSetAvailable";
+pub(crate) const REASON_PAUSED: &str = "CloneSetPaused";
+pub(crate) const REASON_PARTITION_AVAILABLE: &str = "ProgressPartitionAvailable";
+pub(crate) const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+pub(crate) const REASON_UPDATED: &str = "CloneSetUpdated";
 
 /// Kruise `SetCloneSetCondition`: no change when status and reason are unchanged; a reason change with the
 /// same status keeps `lastTransitionTime`.
-pub fn set_condition(conds: &mut Vec<CloneSetCondition>, mut c: CloneSetCondition) {
+pub(crate) fn set_condition(conds: &mut Vec<CloneSetCondition>, mut c: CloneSetCondition) {
     if let Some(old) = conds.iter_mut().find(|o| o.type_ == c.type_) {
         if old.status == c.status && old.reason == c.reason {
             return;
@@ -43,7 +43,7 @@ fn cond(type_: &str, status: &str, reason: &str, message: String, now: Timestamp
 }
 
 /// Inputs of the status computation that the planner decided.
-pub struct StatusInput<'a> {
+pub(crate) struct StatusInput<'a> {
     pub update_revision: &'a str,
     pub current_revision: &'a str,
     pub collision_count: i32,
@@ -55,7 +55,7 @@ pub struct StatusInput<'a> {
 
 /// Kruise `calculateStatus` + Progressing (`cloneset_status.go`). Returns the new status and an optional
 /// requeue (minReadySeconds to elapse, progress deadline).
-pub fn compute(
+pub(crate) fn compute(
     cs: &CloneSet,
     facts: &[PodFacts],
     input: &StatusInput,
@@ -210,7 +210,7 @@ fn progressing(cs: &CloneSet, st: &mut CloneSetStatus, now: Timestamp) -> Option
 
 /// Kruise `inconsistentStatus`: write only when a counted field, a revision, the selector, a newer
 /// generation or the Progressing condition's status/reason changed.
-pub fn inconsistent(old: Option<&CloneSetStatus>, new: &CloneSetStatus) -> bool {
+pub(crate) fn inconsistent(old: Option<&CloneSetStatus>, new: &CloneSetStatus) -> bool {
     let Some(old) = old else { return true };
     let prog = |s: &CloneSetStatus| {
         s.conditions

@@ -2,8 +2,8 @@
 
 use crate::launch_priority::{self, COMPLETED_ANNOTATION};
 use crate::model::plan::Action;
-use crate::predownload::{self, Input};
 use crate::model::summary::PodSummary;
+use crate::predownload::{self, Input};
 
 use super::Planner;
 use k8s_openapi::api::apps::v1::ControllerRevision;

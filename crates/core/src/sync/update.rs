@@ -9,14 +9,14 @@ use insitu_api::{CloneSetUpdateStrategyType, keys};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use serde_json::Value;
 
-use crate::sync::budget::Unavailable;
 use crate::inplaceupdate::{self, StartTemplate};
 use crate::model::plan::{Action, PodMutation, PodRefusal, UpdateReason};
 use crate::model::pods::{Lc, PodFacts};
+use crate::model::summary::RevisionKey;
 use crate::recreate::Refusal;
 use crate::revision::{self, short_hash};
+use crate::sync::budget::Unavailable;
 use crate::sync::sort;
-use crate::model::summary::RevisionKey;
 
 use super::Planner;
 use crate::lifecycle::is_hooked;
@@ -149,7 +149,11 @@ impl Planner<'_> {
                 if r.is_empty() {
                     format!("{:?}", s.tpl.spec.images)
                 } else {
-                    format!("{:?}, resize {}", s.tpl.spec.images, crate::inplaceupdate::vertical::describe(r))
+                    format!(
+                        "{:?}, resize {}",
+                        s.tpl.spec.images,
+                        crate::inplaceupdate::vertical::describe(r)
+                    )
                 }
             });
             self.why(format!(

@@ -100,7 +100,7 @@ fn write_string(s: &str, out: &mut String) {
 /// adds what Go always writes (`creationTimestamp: null`, `resources: {}` of every container) and writes
 /// resource quantities in Go's canonical form (`0.5` → `500m`: `resource.Quantity` marshals its value, not
 /// the text it was parsed from).
-pub fn normalize_pod_template(v: &mut Value) {
+pub(crate) fn normalize_pod_template(v: &mut Value) {
     insitu_api::quantity::canonicalize_in(v);
     let Value::Object(tpl) = v else { return };
     normalize_object(tpl, "");

@@ -1,5 +1,5 @@
 //! Small utilities the rest of core shares: Go-compatible JSON, compact label maps, prepared label selectors.
 
 pub mod gojson;
-pub mod selector;
-pub mod strmap;
+pub(crate) mod selector;
+pub(crate) mod strmap;

@@ -40,7 +40,7 @@ pub struct World {
     pub now: Timestamp,
     pub gates: FeatureGates,
     pub uid_seq: u64,
-    pub nodes: insitu_core::snapshot::NodeLabels,
+    pub nodes: insitu_core::NodeLabels,
 }
 
 impl World {

@@ -223,9 +223,9 @@ impl Harness {
         self.wait_for(&format!("{n} ready pods of {app} on {image:?}"), secs, || async {
             let pods = self.pods(app).await;
             pods.len() == n
-                && pods
-                    .iter()
-                    .all(|p| is_ready(p) && image.is_none_or(|i| insitu_core::podtable::image(p) == i))
+                && pods.iter().all(|p| {
+                    is_ready(p) && image.is_none_or(|i| insitu_core::explain::podtable::image(p) == i)
+                })
         })
         .await;
     }
@@ -260,7 +260,7 @@ impl Harness {
 }
 
 pub fn is_ready(p: &Pod) -> bool {
-    insitu_core::podtable::ready(p) == "True"
+    insitu_core::explain::podtable::ready(p) == "True"
 }
 
 pub fn uid(p: &Pod) -> String {

@@ -75,7 +75,7 @@ pub(super) async fn planning(
         })
         .collect();
     // With the pods' summaries, as the controller plans (it refreshes them in its snapshot step).
-    let summariser = insitu_core::summary::Summariser::for_cloneset(cs_now);
+    let summariser = insitu_core::Summariser::for_cloneset(cs_now);
     let summaries: Vec<insitu_core::PodSummary> = snap_pods
         .iter()
         .map(|p| summariser.summarise(p.clone()))

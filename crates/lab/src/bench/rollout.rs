@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
-use insitu_core::podtable;
+use insitu_core::explain::podtable;
 use insitu_sim::Clock as _;
 use insitu_sim::apiserver::ApiStats;
 use insitu_sim::cluster::{SimCluster, SimConfig};

@@ -76,7 +76,7 @@ fn view(pod: &Pod, new_image: &str) -> PodView {
         live: pod.metadata.deletion_timestamp.is_none(),
         bound: spec.node_name.is_some(),
         finished: phase == "Succeeded" || phase == "Failed",
-        ready: insitu_core::podtable::ready(pod) == "True",
+        ready: insitu_core::explain::podtable::ready(pod) == "True",
         new_image: spec.containers.first().and_then(|c| c.image.as_deref()) == Some(new_image),
         failed_start: failing,
         cpu_milli: cpu,

@@ -136,7 +136,7 @@ fn lite(p: &Pod) -> Lite {
             .cloned()
             .unwrap_or_default(),
         ready,
-        settled: insitu_core::podwhy::stage(p).0 == "None",
+        settled: insitu_core::explain::podwhy::stage(p).0 == "None",
         deleting: p.metadata.deletion_timestamp.is_some(),
         cpu,
         mem,

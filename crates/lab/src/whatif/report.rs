@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use insitu_core::{FeatureGates, input, podwhy};
+use insitu_core::explain::podwhy;
+use insitu_core::{FeatureGates, input};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -184,7 +185,7 @@ fn stuck_resize(
     new_req: (i64, i64),
     allocatable: Option<(i64, i64)>,
 ) -> Option<(String, String, String)> {
-    if let Some((reason, message)) = insitu_core::vertical::resize_pending(p) {
+    if let Some((reason, message)) = insitu_core::inplaceupdate::vertical::resize_pending(p) {
         let waits = podwhy::stage(p).1;
         let then = if waits.is_empty() {
             "the kubelet retries the resize".into()

@@ -329,7 +329,7 @@ async fn seed(
     let ready = inp
         .pods
         .iter()
-        .filter(|p| insitu_core::podtable::ready(p) == "True")
+        .filter(|p| insitu_core::explain::podtable::ready(p) == "True")
         .count();
     Ok((ns, name, ready))
 }
@@ -350,7 +350,7 @@ async fn settle(
         let list = pods.list(&ListParams::default()).await?.items;
         let ready = list
             .iter()
-            .filter(|p| insitu_core::podtable::ready(p) == "True")
+            .filter(|p| insitu_core::explain::podtable::ready(p) == "True")
             .count();
         let cs = css.get(name).await?;
         let observed = cs.status.as_ref().is_some_and(|s| {

@@ -36,7 +36,10 @@ impl InFlight {
         match inplaceupdate::parse_state(state) {
             Err(_) => InFlight::Invalid,
             Ok(st) => match inplaceupdate::containers_completed(pod, &st) {
-                Err(_) if st.update_resources && crate::inplaceupdate::vertical::resize_pending(pod).is_some() => {
+                Err(_)
+                    if st.update_resources
+                        && crate::inplaceupdate::vertical::resize_pending(pod).is_some() =>
+                {
                     InFlight::ResizePending
                 }
                 Err(_)

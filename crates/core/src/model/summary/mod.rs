@@ -27,7 +27,7 @@ mod summariser;
 
 pub(crate) use facts::InFlight;
 pub use packed::PackedPod;
-pub use summariser::{Summariser, cloneset_fingerprint, selector_fingerprint};
+pub use summariser::{Summariser, cloneset_fingerprint};
 
 /// The pod a summary describes: a whole `Pod`, or a `PackedPod` (metadata at hand, spec and status decoded
 /// when asked for), as a controller's lean cache keeps them.
@@ -151,9 +151,9 @@ pub struct Intrinsics {
     pub(crate) update_ready: bool,
     /// The `KruisePodReady` condition is present (lifecycle `markPodNotReady` bookkeeping).
     pub(crate) has_kruise_ready: bool,
-    /// The `KruisePodReady` condition is True with an empty message (see `readiness::clean_may_change`).
+    /// The `KruisePodReady` condition is True with an empty message (see `lifecycle::clean_may_change`).
     pub(crate) kruise_ready_clean: bool,
-    /// The `KruisePodReady` readiness gate (without it `readiness::reconcile` has nothing to do).
+    /// The `KruisePodReady` readiness gate (without it `lifecycle::reconcile` has nothing to do).
     pub(crate) has_kruise_gate: bool,
     /// The `InPlaceUpdateReady` readiness gate.
     pub(crate) has_ipu_gate: bool,
@@ -431,13 +431,8 @@ impl PodSummary {
         self.deleting
     }
 
-    /// The fingerprint of the selector this summary answers for (`selected_by`).
-    pub fn selector_fingerprint(&self) -> Option<u64> {
-        self.has_selector.then_some(self.selector)
-    }
-
     /// lastTransitionTime of the `Ready` condition when it is True.
-    pub fn ready_since(&self) -> Option<Timestamp> {
+    pub(crate) fn ready_since(&self) -> Option<Timestamp> {
         unpack(self.ready_since_s, self.ready_since_ns)
     }
 
@@ -451,17 +446,12 @@ impl PodSummary {
         self.active
     }
 
-    /// The lifecycle label as an enum.
-    pub fn lc(&self) -> Lc {
-        self.lc
-    }
-
     pub fn preparing_delete(&self) -> bool {
         self.lc == Lc::PreparingDelete
     }
 
     /// The pod has the `InPlaceUpdateReady` readiness gate.
-    pub fn has_gate(&self) -> bool {
+    pub(crate) fn has_gate(&self) -> bool {
         self.has_ipu_gate
     }
 
@@ -471,13 +461,14 @@ impl PodSummary {
     }
 
     /// The `InPlaceUpdateReady` condition is True.
-    pub fn ipu_true(&self) -> bool {
+    pub(crate) fn ipu_true(&self) -> bool {
         self.ipu == Some(true)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::summariser::selector_fingerprint;
     use super::*;
     use crate::model::claim::Claimer;
     use insitu_api::CloneSet;

@@ -95,7 +95,7 @@ impl PackedPod {
     }
 
     /// The metadata whole (labels and annotations copied back in).
-    pub fn meta_whole(&self) -> ObjectMeta {
+    pub(crate) fn meta_whole(&self) -> ObjectMeta {
         ObjectMeta {
             labels: self.labels.as_ref().map(StrMap::to_map),
             annotations: self.annotations.as_ref().map(StrMap::to_map),
@@ -119,15 +119,6 @@ impl PackedPod {
     /// Bytes this pod's spec and status take in the cache (the shared reference not counted).
     pub fn packed_len(&self) -> usize {
         self.body.len()
-    }
-
-    /// Heap bytes of its labels and annotations.
-    pub fn maps_len(&self) -> usize {
-        [&self.labels, &self.annotations]
-            .into_iter()
-            .flatten()
-            .map(StrMap::heap_len)
-            .sum()
     }
 }
 

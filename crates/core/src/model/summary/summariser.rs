@@ -20,7 +20,7 @@ fn feed(h: &mut u64, s: &[u8]) {
 
 /// A stable fingerprint of a label selector (FNV-1a 64 over its length-prefixed keys, operators and
 /// values), so a summary can say which selector its `selected` answers for.
-pub fn selector_fingerprint(sel: &LabelSelector) -> u64 {
+pub(super) fn selector_fingerprint(sel: &LabelSelector) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for (k, v) in sel.match_labels.iter().flatten() {
         feed(&mut h, k.as_bytes());
