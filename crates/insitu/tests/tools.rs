@@ -1,5 +1,7 @@
 //! The rollout tools on the embedded cluster: `status -w` frames and exit outcomes, `set image`, `rollout` verbs.
 
+// The controller's behaviour-test harness (the simulated cluster plus the controller), shared.
+#[path = "../../controller/tests/common/mod.rs"]
 mod common;
 
 use std::time::Duration;

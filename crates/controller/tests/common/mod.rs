@@ -1,4 +1,7 @@
 //! Test harness: a simulated cluster plus the controller on virtual time, and helpers to drive scenarios.
+//!
+//! Shared by the controller's behaviour tests and the `insitu` crate's CLI tests (`#[path]`); it needs only the
+//! simulated cluster (`insitu-sim`), not the lab.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -8,8 +11,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use insitu_api::CloneSet;
 use insitu_controller::{Config, Metrics};
+use insitu_core::explain::podwhy;
 use insitu_sim::cluster::{SimCluster, SimConfig};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
@@ -26,8 +31,20 @@ pub struct Harness {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// The seed tutorial's CloneSet (what `insitu demo` runs).
+pub const SEED_YAML: &str = include_str!("../../../../examples/cloneset-demo.yaml");
+
 pub fn seed_cloneset() -> CloneSet {
-    serde_saphyr::from_str(insitu_lab::demo::SEED_YAML).expect("seed yaml")
+    serde_saphyr::from_str(SEED_YAML).expect("seed yaml")
+}
+
+/// The simulated cluster's clock as the controller's: the controller reads virtual time.
+pub struct SharedClock(pub Arc<insitu_sim::SimClock>);
+
+impl insitu_controller::Clock for SharedClock {
+    fn now(&self) -> Timestamp {
+        insitu_sim::Clock::now(&*self.0)
+    }
 }
 
 /// A CloneSet like the seed's (its 10 s grace period included) but named `name`, with `replicas`.
@@ -123,7 +140,7 @@ impl Harness {
         tokio::spawn(insitu_controller::run(
             self.client.clone(),
             config,
-            Arc::new(insitu_lab::simtime::SharedClock(self.cluster.clock.clone())),
+            Arc::new(SharedClock(self.cluster.clock.clone())),
             self.metrics.clone(),
             async move {
                 let _ = rx.await;
@@ -230,15 +247,33 @@ impl Harness {
         .await;
     }
 
-    /// `insitu explain cloneset/NAME` (text) as it reads the sim's cluster now.
+    /// What `insitu explain cloneset/NAME` prints (text) for the sim's cluster now: the CloneSet, its pods and
+    /// revisions, and the PVCs, planned by core and explained per pod (as `insitu::explain_cmd` does).
     pub async fn explain(&self, name: &str) -> String {
         use insitu_sim::Clock;
-        let docs = insitu::explain_cmd::fetch_with(self.client.clone(), "default", name)
+        let cs = self
+            .clonesets()
+            .get(name)
             .await
-            .expect("explain reads the cluster");
+            .expect("explain reads the CloneSet");
+        let lp = ListParams::default().labels(&insitu_api::validation::format_selector(&cs.spec.selector));
+        let pods = self.pods_api().list(&lp).await.expect("explain lists pods");
+        let revs: Api<ControllerRevision> = Api::namespaced(self.client.clone(), "default");
+        let revs = revs.list(&lp).await.expect("explain lists revisions");
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), "default");
+        let pvcs = pvcs
+            .list(&ListParams::default())
+            .await
+            .expect("explain lists PVCs");
+        let mut docs = vec![serde_json::to_value(&cs).unwrap()];
+        docs.extend(typed(pods.items, "v1", "Pod"));
+        docs.extend(typed(revs.items, "apps/v1", "ControllerRevision"));
+        docs.extend(typed(pvcs.items, "v1", "PersistentVolumeClaim"));
         let now = self.cluster.clock.now();
-        insitu::explain_cmd::render(docs, now, Default::default(), insitu::plan_cmd::Output::Text)
-            .expect("explain renders")
+        let input = insitu_core::input::snapshot_from_objects(docs, now, Default::default())
+            .expect("explain reads the objects");
+        let plan = insitu_core::plan(&input.snapshot);
+        podwhy::text(&podwhy::pods(&input.snapshot, &plan))
     }
 
     pub async fn sleep(&self, secs: u64) {
@@ -267,7 +302,25 @@ pub fn uid(p: &Pod) -> String {
     p.uid().unwrap_or_default()
 }
 
+/// Objects as a list's items lack them: with `apiVersion` and `kind`, as `kubectl get -o yaml` prints them.
+fn typed<T: serde::Serialize>(items: Vec<T>, api_version: &str, kind: &str) -> Vec<serde_json::Value> {
+    items
+        .into_iter()
+        .map(|i| {
+            let mut v = serde_json::to_value(i).unwrap();
+            v["apiVersion"] = api_version.into();
+            v["kind"] = kind.into();
+            v
+        })
+        .collect()
+}
+
 /// Runs a scenario on a fresh current-thread runtime with paused (virtual) time.
 pub fn run<F: Future<Output = ()>>(f: F) {
-    insitu_lab::simtime::runtime().expect("runtime").block_on(f);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+        .block_on(f);
 }

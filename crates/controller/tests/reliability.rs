@@ -210,8 +210,7 @@ fn shutdown_is_bounded_and_readiness_follows_the_caches_when_a_list_is_refused()
             .apiserver
             .faults()
             .add(Rule::always(&[Verb::List], &["pods"], Fault::Status(500)));
-        let clock: Arc<dyn insitu_controller::Clock> =
-            Arc::new(insitu_lab::simtime::SharedClock(h.cluster.clock.clone()));
+        let clock: Arc<dyn insitu_controller::Clock> = Arc::new(common::SharedClock(h.cluster.clock.clone()));
         let config = Config::default();
         let health = Arc::new(Health::new(clock.clone(), config.wedged_after));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -242,8 +241,7 @@ fn shutdown_is_bounded_and_readiness_follows_the_caches_when_a_list_is_refused()
             .unwrap();
         // Lists served again: a new controller syncs every cache and is ready.
         h.cluster.apiserver.faults().clear();
-        let clock: Arc<dyn insitu_controller::Clock> =
-            Arc::new(insitu_lab::simtime::SharedClock(h.cluster.clock.clone()));
+        let clock: Arc<dyn insitu_controller::Clock> = Arc::new(common::SharedClock(h.cluster.clock.clone()));
         let health = Arc::new(Health::new(clock.clone(), config.wedged_after));
         tokio::spawn(insitu_controller::run_with(
             h.client.clone(),
