@@ -9,6 +9,8 @@ FROM docker.io/library/rust:1.95-bookworm AS build
 ARG INSITU_GIT_COMMIT=""
 ENV INSITU_GIT_COMMIT=${INSITU_GIT_COMMIT}
 WORKDIR /insitu
+# The node agent's CRI bindings (crate k8s-cri) generate their code with protoc in a build script.
+RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler && rm -rf /var/lib/apt/lists/*
 COPY . .
 # The flags of scripts/build-image (checkout /insitu, target dir remapped to /target, cargo home to /cargo):
 # crt-static links glibc in, so the runtime stage needs no loader or shared library; `--target` keeps build

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adopt;
+pub mod agent_cmd;
 pub mod allocator;
 pub mod explain_cmd;
 pub mod logging;

@@ -2,7 +2,7 @@
 //! simulated cluster.
 #![forbid(unsafe_code)]
 
-use insitu::{adopt, explain_cmd, logging, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd};
+use insitu::{adopt, agent_cmd, explain_cmd, logging, plan_cmd, rollout_cmd, run_cmd, set_cmd, status_cmd};
 #[cfg(feature = "lab")]
 use insitu_lab::{bench, demo, nodes_cmd, torture, up_cmd, whatif};
 
@@ -67,6 +67,9 @@ enum Command {
     Up(up_cmd::UpArgs),
     /// Run the controller against a real cluster (kubeconfig or in-cluster config).
     Run(run_cmd::RunArgs),
+    /// Run the node agent on one node (kruise-daemon's role, over CRI): publishes
+    /// `apps.kruise.io/runtime-containers-meta` and restarts containers whose env from pod metadata changed.
+    Agent(agent_cmd::AgentArgs),
     /// Show what the controller would do next for a CloneSet and its pods (from `kubectl get -o yaml`), and why.
     Plan(plan_cmd::PlanArgs),
     /// Per pod of a CloneSet: is its next update in place or a recreate, and why (the exact fields); its
@@ -166,6 +169,10 @@ fn main() -> ExitCode {
         Command::Run(args) => {
             init_tracing("info");
             run_cmd::main(args)
+        }
+        Command::Agent(args) => {
+            init_tracing("info");
+            agent_cmd::main(args)
         }
         #[cfg(feature = "lab")]
         Command::Nodes(args) => {

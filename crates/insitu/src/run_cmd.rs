@@ -129,7 +129,7 @@ enum Stop {
 }
 
 /// SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
-async fn termination_signal() {
+pub(crate) async fn termination_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -1,0 +1,53 @@
+//! `insitu agent`: the node agent in kruise-daemon's role (Kruise `pkg/daemon`), talking CRI v1 to the node's
+//! runtime. This first part is the containermeta controller (`pkg/daemon/containermeta`): it publishes
+//! `apps.kruise.io/runtime-containers-meta` for the node's pods whose env reads pod labels or annotations,
+//! and restarts in place the containers whose env-from-metadata values changed during an in-place update.
+
+mod cri;
+mod decide;
+mod restart;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+/// What the agent needs to know of its node.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The node whose pods it serves (`spec.nodeName`).
+    pub node_name: String,
+    /// The runtime's CRI socket, `unix:///run/containerd/containerd.sock`.
+    pub runtime_endpoint: String,
+}
+
+/// Runs the agent until `shutdown` resolves. The runtime is waited for (it may start after the agent);
+/// every later failure is retried with back-off.
+pub async fn run(
+    client: kube::Client,
+    config: AgentConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let cri = cri::Cri::connect(&config.runtime_endpoint)?;
+    let mut wait = Duration::from_secs(1);
+    let runtime_name = loop {
+        match cri.runtime_name().await {
+            Ok(name) if !name.is_empty() => break name,
+            Ok(_) => anyhow::bail!("the runtime at {} gave no name", config.runtime_endpoint),
+            Err(e) => {
+                tracing::warn!(endpoint = %config.runtime_endpoint, error = %e, retry_in = ?wait, "runtime not reachable");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    tracing::info!(node = %config.node_name, runtime = %runtime_name, "agent started");
+    let agent = Arc::new(watch::Agent::new(
+        kube::Api::<Pod>::all(client),
+        cri,
+        runtime_name,
+    ));
+    watch::run(agent, &config.node_name, shutdown).await;
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! The watch loop (Kruise `pkg/daemon/containermeta/container_meta_controller.go`, `Controller.sync`): the
+//! node's pods through a field selector on `spec.nodeName`, each served pod synced on every change: runtime
+//! facts read through CRI, the decision made by `decide`, the annotation patched, the restarts run.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt as _};
+
+use crate::cri::{Cri, CriError};
+use crate::decide::{self, Observed};
+use crate::restart;
+
+/// Kruise's containermeta queue backs off from 500 ms to about 50 s (`NewItemExponentialFailureRateLimiter`).
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(50);
+/// A running container whose environment the runtime did not give: look again (Kruise: 3 s).
+const RETRY_ENV: Duration = Duration::from_secs(3);
+
+/// A failed sync: retried with back-off.
+#[derive(Debug)]
+pub struct SyncError(String);
+
+impl std::fmt::Display for SyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+impl From<CriError> for SyncError {
+    fn from(e: CriError) -> Self {
+        Self(e.0)
+    }
+}
+
+impl From<kube::Error> for SyncError {
+    fn from(e: kube::Error) -> Self {
+        Self(format!("apiserver: {e}"))
+    }
+}
+
+/// What the syncs share.
+pub struct Agent {
+    pub(crate) pods: Api<Pod>,
+    pub(crate) cri: Cri,
+    pub(crate) runtime_name: String,
+    /// Per pod UID, the runtime ids this agent stopped: one restart per container per change, however many
+    /// pod events arrive while the kubelet restarts it.
+    stopped: Mutex<HashMap<String, HashSet<String>>>,
+    /// Consecutive failures per pod key, for the back-off.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Agent {
+    pub(crate) fn new(pods: Api<Pod>, cri: Cri, runtime_name: String) -> Self {
+        Self {
+            pods,
+            cri,
+            runtime_name,
+            stopped: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    fn stopped_of(&self, uid: &str) -> HashSet<String> {
+        let map = self
+            .stopped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(uid).cloned().unwrap_or_default()
+    }
+
+    /// Records (or, on `forget`, removes) a stopped id; `keep` prunes ids the runtime no longer lists.
+    fn note_stopped(&self, uid: &str, id: Option<(&str, bool)>, keep: Option<&HashSet<&str>>) {
+        let mut map = self
+            .stopped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let set = map.entry(uid.to_string()).or_default();
+        match id {
+            Some((id, true)) => {
+                set.insert(id.to_string());
+            }
+            Some((id, false)) => {
+                set.remove(id);
+            }
+            None => {}
+        }
+        if let Some(keep) = keep {
+            set.retain(|id| keep.contains(id.as_str()));
+        }
+        if set.is_empty() {
+            map.remove(uid);
+        }
+    }
+
+    fn forget_pod(&self, uid: &str) {
+        let mut map = self
+            .stopped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(uid);
+    }
+
+    fn failed(&self, key: &str) -> Duration {
+        let mut map = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        BACKOFF_FIRST
+            .saturating_mul(2u32.saturating_pow(n.saturating_sub(1).min(16)))
+            .min(BACKOFF_MAX)
+    }
+
+    fn succeeded(&self, key: &str) {
+        let mut map = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(key);
+    }
+}
+
+fn key(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+/// One pod's sync.
+async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
+    let uid = pod.uid().unwrap_or_default();
+    if !decide::serves(&pod) {
+        agent.forget_pod(&uid);
+        agent.succeeded(&key(&pod));
+        return Ok(Action::await_change());
+    }
+    let listed = agent.cri.pod_containers(&uid).await?;
+    let ids: HashSet<&str> = listed.iter().map(|c| c.id.as_str()).collect();
+    agent.note_stopped(&uid, None, Some(&ids));
+    let mut observed = BTreeMap::new();
+    for (name, c) in decide::pick(listed.clone()) {
+        let env = if c.running && decide::needs_env(&pod, &name) {
+            agent.cri.container_env(&c.id).await?
+        } else {
+            None
+        };
+        observed.insert(name, Observed { container: c, env });
+    }
+    let d = decide::decide(&pod, &agent.runtime_name, &observed, &agent.stopped_of(&uid));
+    let pod_key = key(&pod);
+    if let Some(value) = &d.annotation {
+        tracing::info!(pod = %pod_key, meta = %value, "reporting runtime containers meta");
+        let ns_pods: Api<Pod> = Api::namespaced(
+            agent.pods.clone().into_client(),
+            &pod.namespace().unwrap_or_default(),
+        );
+        ns_pods
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(decide::annotation_patch(value)),
+            )
+            .await?;
+    }
+    let runs = d.restarts.iter().map(|r| {
+        let agent = agent.clone();
+        let (uid, pod_key) = (uid.clone(), pod_key.clone());
+        async move {
+            agent.note_stopped(&uid, Some((&r.id, true)), None);
+            let res = restart::restart(&agent.cri, r, &pod_key).await;
+            if res.is_err() {
+                // Not stopped after all: the next sync may try again.
+                agent.note_stopped(&uid, Some((&r.id, false)), None);
+            }
+            res
+        }
+    });
+    for res in futures::future::join_all(runs).await {
+        res?;
+    }
+    agent.succeeded(&pod_key);
+    Ok(if d.retry {
+        Action::requeue(RETRY_ENV)
+    } else {
+        Action::await_change()
+    })
+}
+
+fn on_error(pod: Arc<Pod>, e: &SyncError, agent: Arc<Agent>) -> Action {
+    let k = key(&pod);
+    let after = agent.failed(&k);
+    tracing::warn!(pod = %k, error = %e, retry_in = ?after, "sync failed");
+    Action::requeue(after)
+}
+
+/// Watches the node's pods until `shutdown`.
+pub(crate) async fn run(
+    agent: Arc<Agent>,
+    node: &str,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+    Controller::new(agent.pods.clone(), config)
+        .graceful_shutdown_on(shutdown)
+        .run(sync, on_error, agent)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "controller");
+            }
+        })
+        .await;
+}

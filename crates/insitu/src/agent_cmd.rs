@@ -1,0 +1,39 @@
+//! `insitu agent`: the node agent (kruise-daemon's role) on one node, talking CRI to its runtime
+//! (`insitu-agent`; see docs/architecture.md).
+
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// The node whose pods the agent serves (in a DaemonSet: the downward API's `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// The container runtime's CRI socket (the kubelet's `--container-runtime-endpoint`).
+    #[arg(long, default_value = "unix:///run/containerd/containerd.sock")]
+    pub runtime_endpoint: String,
+    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+pub fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let client = insitu_controller::client::from_kubeconfig(args.kubeconfig.as_deref(), "agent").await?;
+        let config = insitu_agent::AgentConfig {
+            node_name: args.node_name,
+            runtime_endpoint: args.runtime_endpoint,
+        };
+        // The controller's graceful shutdown wants a `Sync` trigger: the signal arrives through a channel.
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            crate::run_cmd::termination_signal().await;
+            let _ = tx.send(());
+        });
+        insitu_agent::run(client, config, async move {
+            let _ = rx.await;
+        })
+        .await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
