@@ -10,6 +10,7 @@ use insitu_api::containermeta::{
 };
 use insitu_api::keys::INPLACE_UPDATE_READY;
 use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The kubelet's labels and annotations on the containers it creates (`pkg/kubelet/kuberuntime/labels.go`).
 pub const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
@@ -64,8 +65,19 @@ pub struct Observed {
 pub enum PreStop {
     Exec(Vec<String>),
     Sleep(i64),
-    /// An `httpGet` hook: not run by this agent yet (logged).
-    HttpGet,
+    /// An `httpGet` hook, resolved as the kubelet does (`pkg/kubelet/lifecycle/handlers.go`, `runHTTPHandler`):
+    /// the host defaults to the pod's IP, a named port is the container's port of that name.
+    HttpGet(HttpGet),
+}
+
+/// A resolved `httpGet` preStop hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpGet {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
 }
 
 /// A container to restart in place: preStop, then CRI StopContainer with the rest of the grace period.
@@ -145,7 +157,7 @@ fn grace_seconds(pod: &Pod) -> i64 {
         .unwrap_or(MIN_GRACE_SECONDS)
 }
 
-fn pre_stop(c: &Container) -> Option<PreStop> {
+fn pre_stop(pod: &Pod, c: &Container) -> Option<PreStop> {
     let h = c.lifecycle.as_ref()?.pre_stop.as_ref()?;
     if let Some(e) = &h.exec {
         return Some(PreStop::Exec(e.command.clone().unwrap_or_default()));
@@ -153,7 +165,43 @@ fn pre_stop(c: &Container) -> Option<PreStop> {
     if let Some(s) = &h.sleep {
         return Some(PreStop::Sleep(s.seconds));
     }
-    h.http_get.as_ref().map(|_| PreStop::HttpGet)
+    let g = h.http_get.as_ref()?;
+    let port = match &g.port {
+        IntOrString::Int(p) => u16::try_from(*p).ok(),
+        IntOrString::String(name) => c
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .and_then(|p| u16::try_from(p.container_port).ok())
+            .or_else(|| name.parse().ok()),
+    };
+    let host = g
+        .host
+        .clone()
+        .filter(|h| !h.is_empty())
+        .or_else(|| pod.status.as_ref().and_then(|s| s.pod_ip.clone()))
+        .unwrap_or_default();
+    let path = g.path.clone().unwrap_or_default();
+    Some(PreStop::HttpGet(HttpGet {
+        https: g
+            .scheme
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("https")),
+        host,
+        port: port.unwrap_or(0),
+        path: if path.starts_with('/') {
+            path
+        } else {
+            format!("/{path}")
+        },
+        headers: g
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect(),
+    }))
 }
 
 /// The meta entry for one app container and whether its env hash is unknown although it runs.
@@ -240,7 +288,7 @@ pub fn decide(
             out.restarts.push(Restart {
                 name: spec.name.clone(),
                 id: obs.container.id.clone(),
-                pre_stop: pre_stop(spec),
+                pre_stop: pre_stop(pod, spec),
                 grace_seconds: grace_seconds(pod),
             });
         }
@@ -468,6 +516,55 @@ mod tests {
             d.annotation
                 .is_some_and(|a| !a.contains("extractedEnvFromMetadataHash"))
         );
+    }
+
+    #[test]
+    fn http_get_hooks_resolve_the_pod_ip_and_named_ports() {
+        use k8s_openapi::api::core::v1::{ContainerPort, HTTPGetAction, HTTPHeader};
+        let mut p = pod("v1", true);
+        if let Some(st) = p.status.as_mut() {
+            st.pod_ip = Some("10.0.0.7".into());
+        }
+        if let Some(spec) = p.spec.as_mut() {
+            let c = &mut spec.containers[0];
+            c.ports = Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: 8080,
+                ..Default::default()
+            }]);
+            c.lifecycle = Some(Lifecycle {
+                pre_stop: Some(LifecycleHandler {
+                    http_get: Some(HTTPGetAction {
+                        port: IntOrString::String("http".into()),
+                        path: Some("drain".into()),
+                        http_headers: Some(vec![HTTPHeader {
+                            name: "X-A".into(),
+                            value: "1".into(),
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        let obs = set_of(vec![observed("c1", "app", Some("v1"), true)]);
+        let d = decide(&pod_relabel(p, "v2"), "containerd", &obs, &HashSet::new());
+        assert_eq!(
+            d.restarts[0].pre_stop,
+            Some(PreStop::HttpGet(HttpGet {
+                https: false,
+                host: "10.0.0.7".into(),
+                port: 8080,
+                path: "/drain".into(),
+                headers: vec![("X-A".into(), "1".into())],
+            }))
+        );
+    }
+
+    fn pod_relabel(mut p: Pod, v: &str) -> Pod {
+        p.metadata.labels = Some([("test-env".to_string(), v.to_string())].into());
+        p
     }
 
     #[test]

@@ -30,17 +30,11 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let cri = cri::Cri::connect(&config.runtime_endpoint)?;
-    let mut wait = Duration::from_secs(1);
-    let runtime_name = loop {
-        match cri.runtime_name().await {
-            Ok(name) if !name.is_empty() => break name,
-            Ok(_) => anyhow::bail!("the runtime at {} gave no name", config.runtime_endpoint),
-            Err(e) => {
-                tracing::warn!(endpoint = %config.runtime_endpoint, error = %e, retry_in = ?wait, "runtime not reachable");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(30));
-            }
-        }
+    // Shared: a stop while the runtime is awaited ends the wait; later it ends the watch.
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let runtime_name = tokio::select! {
+        name = runtime_name(&cri, &config.runtime_endpoint) => name?,
+        () = shutdown.clone() => return Ok(()),
     };
     tracing::info!(node = %config.node_name, runtime = %runtime_name, "agent started");
     let agent = Arc::new(watch::Agent::new(
@@ -50,4 +44,20 @@ pub async fn run(
     ));
     watch::run(agent, &config.node_name, shutdown).await;
     Ok(())
+}
+
+/// The runtime's name, asked until it answers (1 s, doubling to 30 s between attempts).
+async fn runtime_name(cri: &cri::Cri, endpoint: &str) -> anyhow::Result<String> {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match cri.runtime_name().await {
+            Ok(name) if !name.is_empty() => return Ok(name),
+            Ok(_) => anyhow::bail!("the runtime at {endpoint} gave no name"),
+            Err(e) => {
+                tracing::warn!(endpoint, error = %e, retry_in = ?wait, "runtime not reachable");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::cri::{Cri, CriError};
-use crate::decide::{MIN_GRACE_SECONDS, PreStop, Restart};
+use crate::decide::{HttpGet, MIN_GRACE_SECONDS, PreStop, Restart};
 
 /// Runs the restart; the hook's failure or timeout is logged and the stop goes on (as the kubelet does).
 pub async fn restart(cri: &Cri, r: &Restart, pod: &str) -> Result<(), CriError> {
@@ -25,9 +25,14 @@ pub async fn restart(cri: &Cri, r: &Restart, pod: &str) -> Result<(), CriError> 
                 PreStop::Sleep(s) => {
                     tokio::time::sleep(Duration::from_secs(u64::try_from(*s).unwrap_or(0))).await;
                 }
-                PreStop::HttpGet => {
-                    tracing::warn!(pod, container = %r.name, "preStop httpGet hooks are not run by the agent yet")
+                PreStop::HttpGet(g) if g.https => {
+                    // The kubelet skips verification of the pod's certificate; this agent has no TLS client yet.
+                    tracing::warn!(pod, container = %r.name, "preStop httpGet over HTTPS is not run by the agent");
                 }
+                PreStop::HttpGet(g) => match http_get(g).await {
+                    Ok(code) => tracing::debug!(pod, container = %r.name, code, "preStop httpGet answered"),
+                    Err(e) => tracing::warn!(pod, container = %r.name, error = %e, "preStop httpGet failed"),
+                },
             }
         };
         if tokio::time::timeout(budget, run).await.is_err() {
@@ -38,4 +43,70 @@ pub async fn restart(cri: &Cri, r: &Restart, pod: &str) -> Result<(), CriError> 
     let grace = grace.max(MIN_GRACE_SECONDS);
     tracing::info!(pod, container = %r.name, id = %r.id, grace, "stopping container (env from metadata changed)");
     cri.stop(&r.id, grace).await
+}
+
+/// One HTTP/1.1 GET, as the kubelet's lifecycle handler sends it; the answer's status is returned, not judged.
+async fn http_get(g: &HttpGet) -> Result<u16, String> {
+    let stream = tokio::net::TcpStream::connect((g.host.as_str(), g.port))
+        .await
+        .map_err(|e| format!("connect {}:{}: {e}", g.host, g.port))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    let conn = tokio::spawn(conn);
+    let authority = if g.host.contains(':') {
+        format!("[{}]:{}", g.host, g.port)
+    } else {
+        format!("{}:{}", g.host, g.port)
+    };
+    let mut req = http::Request::get(g.path.as_str())
+        .header(http::header::HOST, authority)
+        .header(http::header::USER_AGENT, "kube-lifecycle/insitu-agent");
+    for (k, v) in &g.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let req = req
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let status = sender
+        .send_request(req)
+        .await
+        .map_err(|e| e.to_string())?
+        .status();
+    conn.abort();
+    Ok(status.as_u16())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    #[tokio::test]
+    async fn http_get_sends_the_path_and_headers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 4096];
+            let n = s.read(&mut buf).await.expect("read");
+            s.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .expect("write");
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        let g = HttpGet {
+            https: false,
+            host: "127.0.0.1".into(),
+            port,
+            path: "/drain?x=1".into(),
+            headers: vec![("X-A".into(), "1".into())],
+        };
+        assert_eq!(http_get(&g).await, Ok(204));
+        let req = server.await.expect("server");
+        assert!(req.starts_with("GET /drain?x=1 HTTP/1.1\r\n"), "{req}");
+        assert!(req.to_ascii_lowercase().contains("x-a: 1\r\n"), "{req}");
+        let closed = HttpGet { port: 1, ..g };
+        assert!(http_get(&closed).await.is_err());
+    }
 }

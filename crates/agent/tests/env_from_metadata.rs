@@ -392,3 +392,23 @@ async fn restarts_once_and_reports_the_new_env() {
         "the agent stops cleanly: {done:?}"
     );
 }
+
+/// A runtime that is not there yet is waited for, and a stop ends the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stops_while_waiting_for_the_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ApiServer::new(SimClock::new("2026-01-01T00:00:00Z".parse().expect("time"), 1.0));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let config = insitu_agent::AgentConfig {
+        node_name: "node-a".into(),
+        runtime_endpoint: format!("unix://{}", dir.path().join("absent.sock").display()),
+    };
+    let agent = tokio::spawn(insitu_agent::run(server.client(), config, async move {
+        let _ = stop_rx.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!agent.is_finished(), "the agent waits for its runtime");
+    let _ = stop_tx.send(());
+    let done = tokio::time::timeout(Duration::from_secs(5), agent).await;
+    assert!(matches!(done, Ok(Ok(Ok(())))), "stopped: {done:?}");
+}
