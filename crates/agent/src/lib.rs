@@ -41,6 +41,7 @@ pub async fn run(
         kube::Api::<Pod>::all(client),
         cri,
         runtime_name,
+        &config.node_name,
     ));
     watch::run(agent, &config.node_name, shutdown).await;
     Ok(())

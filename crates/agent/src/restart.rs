@@ -7,42 +7,55 @@ use std::time::{Duration, Instant};
 use crate::cri::{Cri, CriError};
 use crate::decide::{HttpGet, MIN_GRACE_SECONDS, PreStop, Restart};
 
-/// Runs the restart; the hook's failure or timeout is logged and the stop goes on (as the kubelet does).
-pub async fn restart(cri: &Cri, r: &Restart, pod: &str) -> Result<(), CriError> {
+/// Runs the restart. The hook's failure or timeout does not stop it (as with the kubelet): it is returned, for
+/// a `FailedPreStopHook` Warning.
+pub async fn restart(cri: &Cri, r: &Restart, pod: &str) -> Result<Option<String>, CriError> {
     let mut grace = r.grace_seconds;
+    let mut hook_failure = None;
     if let Some(hook) = r.pre_stop.as_ref().filter(|_| grace > 0) {
         let budget = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
         let start = Instant::now();
-        let run = async {
-            match hook {
-                PreStop::Exec(cmd) => match cri.exec_sync(&r.id, cmd.clone(), budget).await {
-                    Ok(0) => {}
-                    Ok(code) => {
-                        tracing::warn!(pod, container = %r.name, code, "preStop hook exited non-zero")
-                    }
-                    Err(e) => tracing::warn!(pod, container = %r.name, error = %e, "preStop hook failed"),
-                },
-                PreStop::Sleep(s) => {
-                    tokio::time::sleep(Duration::from_secs(u64::try_from(*s).unwrap_or(0))).await;
-                }
-                PreStop::HttpGet(g) if g.https => {
-                    // The kubelet skips verification of the pod's certificate; this agent has no TLS client yet.
-                    tracing::warn!(pod, container = %r.name, "preStop httpGet over HTTPS is not run by the agent");
-                }
-                PreStop::HttpGet(g) => match http_get(g).await {
-                    Ok(code) => tracing::debug!(pod, container = %r.name, code, "preStop httpGet answered"),
-                    Err(e) => tracing::warn!(pod, container = %r.name, error = %e, "preStop httpGet failed"),
-                },
-            }
+        hook_failure = match tokio::time::timeout(budget, run_hook(cri, &r.id, hook, budget)).await {
+            Ok(result) => result.err(),
+            Err(_) => Some(format!("PreStop hook did not complete within {grace}s")),
         };
-        if tokio::time::timeout(budget, run).await.is_err() {
-            tracing::warn!(pod, container = %r.name, grace, "preStop hook did not complete in time");
+        if let Some(msg) = &hook_failure {
+            tracing::warn!(pod, container = %r.name, msg, "preStop hook failed");
         }
         grace -= i64::try_from(start.elapsed().as_secs()).unwrap_or(grace);
     }
     let grace = grace.max(MIN_GRACE_SECONDS);
     tracing::info!(pod, container = %r.name, id = %r.id, grace, "stopping container (env from metadata changed)");
-    cri.stop(&r.id, grace).await
+    cri.stop(&r.id, grace).await?;
+    Ok(hook_failure)
+}
+
+/// One preStop hook; `Err` says why it failed.
+async fn run_hook(cri: &Cri, id: &str, hook: &PreStop, budget: Duration) -> Result<(), String> {
+    match hook {
+        PreStop::Exec(cmd) => match cri.exec_sync(id, cmd.clone(), budget).await {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(format!("PreStop exec {cmd:?} exited with {code}")),
+            Err(e) => Err(format!("PreStop exec {cmd:?} failed: {e}")),
+        },
+        PreStop::Sleep(s) => {
+            tokio::time::sleep(Duration::from_secs(u64::try_from(*s).unwrap_or(0))).await;
+            Ok(())
+        }
+        // The kubelet does not verify the pod's certificate; this agent has no TLS client for it yet.
+        PreStop::HttpGet(g) if g.https => {
+            Err("PreStop httpGet over HTTPS is not run by insitu's agent".into())
+        }
+        // The kubelet's `runHTTPHandler` fails a hook answered outside 2xx/3xx.
+        PreStop::HttpGet(g) => match http_get(g).await {
+            Ok(code) if (200..400).contains(&code) => Ok(()),
+            Ok(code) => Err(format!(
+                "PreStop httpGet {}:{}{} answered {code}",
+                g.host, g.port, g.path
+            )),
+            Err(e) => Err(format!("PreStop httpGet failed: {e}")),
+        },
+    }
 }
 
 /// One HTTP/1.1 GET, as the kubelet's lifecycle handler sends it; the answer's status is returned, not judged.

@@ -10,8 +10,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, ResourceExt as _};
+use kube::{Api, Resource as _, ResourceExt as _};
 
 use crate::cri::{Cri, CriError};
 use crate::decide::{self, Observed};
@@ -57,11 +58,17 @@ pub struct Agent {
     stopped: Mutex<HashMap<String, HashSet<String>>>,
     /// Consecutive failures per pod key, for the back-off.
     failures: Mutex<HashMap<String, u32>>,
+    recorder: Recorder,
 }
 
 impl Agent {
-    pub(crate) fn new(pods: Api<Pod>, cri: Cri, runtime_name: String) -> Self {
+    pub(crate) fn new(pods: Api<Pod>, cri: Cri, runtime_name: String, node: &str) -> Self {
+        let reporter = Reporter {
+            controller: "insitu-agent".into(),
+            instance: Some(node.to_string()),
+        };
         Self {
+            recorder: Recorder::new(pods.clone().into_client(), reporter),
             pods,
             cri,
             runtime_name,
@@ -99,6 +106,23 @@ impl Agent {
         }
         if set.is_empty() {
             map.remove(uid);
+        }
+    }
+
+    /// An Event on the pod's container, as the kubelet records them (Kruise's restarter records `Killing`
+    /// through its kubelet-like runtime, `pkg/daemon/kuberuntime/kuberuntime_container.go`). Best effort.
+    async fn event(&self, pod: &Pod, container: &str, type_: EventType, reason: &str, note: &str) {
+        let mut reference = pod.object_ref(&());
+        reference.field_path = Some(format!("spec.containers{{{container}}}"));
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1024).collect()),
+            action: "Restart".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
+            tracing::debug!(error = %e, reason, "event not recorded");
         }
     }
 
@@ -173,13 +197,28 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
     }
     let runs = d.restarts.iter().map(|r| {
         let agent = agent.clone();
-        let (uid, pod_key) = (uid.clone(), pod_key.clone());
+        let (uid, pod_key, pod) = (uid.clone(), pod_key.clone(), pod.clone());
         async move {
             agent.note_stopped(&uid, Some((&r.id, true)), None);
             let res = restart::restart(&agent.cri, r, &pod_key).await;
-            if res.is_err() {
+            match &res {
+                Ok(hook_failure) => {
+                    if let Some(msg) = hook_failure {
+                        agent
+                            .event(&pod, &r.name, EventType::Warning, "FailedPreStopHook", msg)
+                            .await;
+                    }
+                    let uri = format!("{}://{}", agent.runtime_name, r.id);
+                    let msg = format!(
+                        "Stopping container {} ({uri}): its env from pod metadata changed",
+                        r.name
+                    );
+                    agent
+                        .event(&pod, &r.name, EventType::Normal, "Killing", &msg)
+                        .await;
+                }
                 // Not stopped after all: the next sync may try again.
-                agent.note_stopped(&uid, Some((&r.id, false)), None);
+                Err(_) => agent.note_stopped(&uid, Some((&r.id, false)), None),
             }
             res
         }

@@ -341,6 +341,20 @@ async fn restarts_once_and_reports_the_new_env() {
         fake.state().calls,
         vec!["exec c1 sh -c sleep 1".to_string(), "stop c1 10".to_string()]
     );
+    // The kubelet's `Killing` Event on the container.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(server.client(), "default");
+    eventually("the Killing event", || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                let on = e.regarding.as_ref();
+                e.reason.as_deref() == Some("Killing")
+                    && on.and_then(|r| r.name.as_deref()) == Some("web-0")
+                    && on.and_then(|r| r.field_path.as_deref()) == Some("spec.containers{app}")
+                    && e.note.as_deref().is_some_and(|n| n.contains("containerd://c1"))
+            })
+        })
+    })
+    .await;
 
     // The "kubelet" starts the container again with the new value.
     fake.state().containers.push(FakeContainer {
