@@ -101,8 +101,29 @@ pub struct Decision {
     pub retry: bool,
 }
 
-/// Whether the agent serves this pod: not deleting, a container has started (Kruise's `enqueueAfter`), and
-/// an app container reads pod labels or annotations through the downward API.
+/// The annotation SidecarSet puts on the pods it injects (Kruise `pkg/control/sidecarcontrol/util.go`).
+const SIDECARSET_HASH_ANNOTATION: &str = "kruise.io/sidecarset-hash";
+
+/// Kruise's `eventFilter`: a pod whose controller is an `apps.kruise.io` workload, or one SidecarSet injected.
+/// Pods of other workloads (a Deployment's with a downward-API env) are left alone: no annotation is written on
+/// them, and nothing would ever restart them (no `InPlaceUpdateReady` condition).
+fn kruise_pod(pod: &Pod) -> bool {
+    let owned = pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true)
+            && o.api_version
+                .split_once('/')
+                .is_some_and(|(group, _)| group == "apps.kruise.io")
+    });
+    let injected = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(SIDECARSET_HASH_ANNOTATION));
+    owned || injected
+}
+
+/// Whether the agent serves this pod: a Kruise workload's (`kruise_pod`), not deleting, a container has started
+/// (Kruise's `enqueueAfter`), and an app container reads pod labels or annotations through the downward API.
 pub fn serves(pod: &Pod) -> bool {
     let started = pod
         .status
@@ -112,7 +133,8 @@ pub fn serves(pod: &Pod) -> bool {
             l.iter()
                 .any(|s| s.container_id.as_deref().is_some_and(|id| !id.is_empty()))
         });
-    pod.metadata.deletion_timestamp.is_none()
+    kruise_pod(pod)
+        && pod.metadata.deletion_timestamp.is_none()
         && started
         && app_containers(pod).any(|c| containermeta::env_from_metadata(c).next().is_some())
 }
@@ -312,6 +334,7 @@ mod tests {
         ContainerStatus, EnvVar, EnvVarSource, ExecAction, Lifecycle, LifecycleHandler, ObjectFieldSelector,
         PodCondition, PodSpec, PodStatus,
     };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn pod(label: &str, updating: bool) -> Pod {
         let env = EnvVar {
@@ -327,6 +350,14 @@ mod tests {
         };
         let mut p = Pod::default();
         p.metadata.labels = Some([("test-env".to_string(), label.to_string())].into());
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "apps.kruise.io/v1alpha1".into(),
+            kind: "CloneSet".into(),
+            name: "web".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
         p.spec = Some(PodSpec {
             termination_grace_period_seconds: Some(10),
             containers: vec![
@@ -583,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn serves_only_started_pods_with_env_from_metadata() {
+    fn serves_only_started_kruise_pods_with_env_from_metadata() {
         assert!(serves(&pod("v1", false)));
         let mut p = pod("v1", false);
         if let Some(s) = p.spec.as_mut() {
@@ -593,5 +624,14 @@ mod tests {
         let mut p = pod("v1", false);
         p.status = None;
         assert!(!serves(&p));
+        // A Deployment's pod: not Kruise's, unless a SidecarSet injected it.
+        let mut p = pod("v1", false);
+        if let Some(o) = p.metadata.owner_references.as_mut() {
+            o[0].api_version = "apps/v1".into();
+            o[0].kind = "ReplicaSet".into();
+        }
+        assert!(!serves(&p));
+        p.metadata.annotations = Some([(SIDECARSET_HASH_ANNOTATION.to_string(), "{}".to_string())].into());
+        assert!(serves(&p));
     }
 }

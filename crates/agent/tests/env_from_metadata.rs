@@ -212,7 +212,13 @@ fn pod_manifest() -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "default", "labels": {"app": "web", "test-env": "v1"}},
+        "metadata": {
+            "name": "web-0", "namespace": "default", "labels": {"app": "web", "test-env": "v1"},
+            "ownerReferences": [{
+                "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web",
+                "uid": "5f3c2a1e-0000-4000-8000-000000000001", "controller": true
+            }]
+        },
         "spec": {
             "nodeName": "node-a",
             "terminationGracePeriodSeconds": 10,
