@@ -181,20 +181,26 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
     }
     let d = decide::decide(&pod, &agent.runtime_name, &observed, &agent.stopped_of(&uid));
     let pod_key = key(&pod);
-    if let Some(value) = &d.annotation {
-        tracing::info!(pod = %pod_key, meta = %value, "reporting runtime containers meta");
-        let ns_pods: Api<Pod> = Api::namespaced(
-            agent.pods.clone().into_client(),
-            &pod.namespace().unwrap_or_default(),
-        );
-        ns_pods
-            .patch_status(
-                &pod.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(decide::annotation_patch(value)),
-            )
-            .await?;
-    }
+    // A failed report does not hold the restarts back (Kruise queues them before it reports); it is
+    // returned after them, for the retry.
+    let reported = match &d.annotation {
+        Some(value) => {
+            tracing::info!(pod = %pod_key, meta = %value, "reporting runtime containers meta");
+            let ns_pods: Api<Pod> = Api::namespaced(
+                agent.pods.clone().into_client(),
+                &pod.namespace().unwrap_or_default(),
+            );
+            ns_pods
+                .patch_status(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(decide::annotation_patch(value)),
+                )
+                .await
+                .map(drop)
+        }
+        None => Ok(()),
+    };
     let runs = d.restarts.iter().map(|r| {
         let agent = agent.clone();
         let (uid, pod_key, pod) = (uid.clone(), pod_key.clone(), pod.clone());
@@ -226,6 +232,7 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
     for res in futures::future::join_all(runs).await {
         res?;
     }
+    reported?;
     agent.succeeded(&pod_key);
     Ok(if d.retry {
         Action::requeue(RETRY_ENV)
