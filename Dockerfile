@@ -20,7 +20,7 @@ RUN set -eu; \
     host="$(rustc -vV | sed -n 's/^host: //p')"; \
     export RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=/insitu=/insitu --remap-path-prefix=$CARGO_HOME=/cargo --remap-path-prefix=$CARGO_TARGET_DIR=/target"; \
     export "CFLAGS_$(echo "$host" | tr - _)=-ffile-prefix-map=/insitu=/insitu -ffile-prefix-map=$CARGO_HOME=/cargo -ffile-prefix-map=$CARGO_TARGET_DIR=/target"; \
-    cargo build --release --locked -p insitu --no-default-features --target "$host"; \
+    cargo build --release --locked -p insitu --no-default-features --features agent --target "$host"; \
     mkdir -p /rootfs/etc /rootfs/tmp; \
     cp "$CARGO_TARGET_DIR/$host/release/insitu" /rootfs/insitu; \
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >/rootfs/etc/passwd; \

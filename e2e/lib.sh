@@ -1,5 +1,10 @@
 # Shell helpers shared by the e2e tiers (e2e/run, e2e/kruise/run); sourced, not run.
 
+# The insitu binary the tiers build carries the node agent (`insitu agent`, feature `agent`; its CRI bindings need
+# protoc). scripts/test exports the same value for its `cargo test --workspace`, so no tier rebuilds in another
+# feature set.
+INSITU_FEATURES="${INSITU_FEATURES-insitu/agent}"
+
 # free_port: print one free TCP port on 127.0.0.1 (bind to :0, read, close). Racy by nature.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'

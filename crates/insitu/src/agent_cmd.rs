@@ -16,6 +16,7 @@ pub struct AgentArgs {
     pub kubeconfig: Option<std::path::PathBuf>,
 }
 
+#[cfg(feature = "agent")]
 pub fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
@@ -36,4 +37,14 @@ pub fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
         .await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A build without the `agent` feature (the default one, which needs no `protoc`) has the command but not the
+/// agent: it says so instead of pretending to run.
+#[cfg(not(feature = "agent"))]
+pub fn main(_args: AgentArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this insitu was built without the node agent: run the image (`insitu:<version>`, docs/install.md) or \
+         build with `cargo build --release -p insitu --features agent` (needs protoc: apt-get install protobuf-compiler)"
+    )
 }

@@ -27,9 +27,6 @@ pub fn skip_reason(scenario: &str) -> Option<&'static str> {
         "whatif" => Some(
             "its rollouts roll images that only simulated nodes pull (nginx:whatif-*); the real-node accuracy run (±25%) is not built yet",
         ),
-        "env_from_label" => Some(
-            "restarting a container whose env reads a changed label is kruise-daemon's job; the real node runs none",
-        ),
         _ => None,
     }
 }
