@@ -20,8 +20,9 @@ pub struct Input {
     pub notes: Vec<String>,
 }
 
-/// Flattens kubectl `List`s (`kind: List` / `*List` with `items`) into single objects.
-fn flatten(v: Value, out: &mut Vec<Value>) {
+/// Flattens kubectl `List`s (`kind: List` / `*List` with `items`) into single objects (`insitu plan` and
+/// `insitu whatif` read their files through it).
+pub fn flatten(v: Value, out: &mut Vec<Value>) {
     match v {
         Value::Null => {}
         Value::Array(items) => items.into_iter().for_each(|i| flatten(i, out)),

@@ -32,24 +32,6 @@ pub struct Inputs {
     pub notes: Vec<String>,
 }
 
-/// Flattens kubectl `List`s into single objects.
-fn flatten(v: Value, out: &mut Vec<Value>) {
-    match v {
-        Value::Null => {}
-        Value::Array(items) => items.into_iter().for_each(|i| flatten(i, out)),
-        Value::Object(mut m)
-            if m.get("kind")
-                .and_then(Value::as_str)
-                .is_some_and(|k| k.ends_with("List")) =>
-        {
-            if let Some(items) = m.remove("items") {
-                flatten(items, out);
-            }
-        }
-        other => out.push(other),
-    }
-}
-
 fn kind(v: &Value) -> &str {
     v.get("kind").and_then(Value::as_str).unwrap_or("")
 }
@@ -131,7 +113,7 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn from_docs(docs: Vec<Value>, name: Option<&str>) -> anyhow::Result<Inputs> {
     let mut objs = Vec::new();
     for d in docs {
-        flatten(d, &mut objs);
+        input::flatten(d, &mut objs);
     }
     if let Some(n) = name {
         objs.retain(|o| kind(o) != "CloneSet" || self::name(o) == n);
