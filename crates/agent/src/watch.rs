@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
@@ -23,6 +23,13 @@ const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(50);
 /// A running container whose environment the runtime did not give: look again (Kruise: 3 s).
 const RETRY_ENV: Duration = Duration::from_secs(3);
+/// How long a restart waits after it is first decided. Kruise's restarter queue adds each container
+/// rate-limited (`pkg/daemon/containermeta/container_meta_controller.go`, `NewController`:
+/// `NewItemExponentialFailureRateLimiter(3*time.Second, …)`, then `AddRateLimited`), so its first kill comes
+/// 3 s after the change. The wait matters: the kubelet starts the container again from its own copy of the pod,
+/// and a container stopped before that copy has the new labels comes back with the old value and needs a
+/// second restart (seen on a loaded node: restartCount 2).
+const RESTART_DELAY: Duration = Duration::from_secs(3);
 
 /// A failed sync: retried with back-off.
 #[derive(Debug)]
@@ -56,6 +63,8 @@ pub struct Agent {
     /// Per pod UID, the runtime ids this agent stopped: one restart per container per change, however many
     /// pod events arrive while the kubelet restarts it.
     stopped: Mutex<HashMap<String, HashSet<String>>>,
+    /// Per pod UID, the runtime ids decided for a restart and when each restart is due (`RESTART_DELAY`).
+    due: Mutex<HashMap<String, HashMap<String, Instant>>>,
     /// Consecutive failures per pod key, for the back-off.
     failures: Mutex<HashMap<String, u32>>,
     recorder: Recorder,
@@ -73,6 +82,7 @@ impl Agent {
             cri,
             runtime_name,
             stopped: Mutex::default(),
+            due: Mutex::default(),
             failures: Mutex::default(),
         }
     }
@@ -127,11 +137,33 @@ impl Agent {
     }
 
     fn forget_pod(&self, uid: &str) {
-        let mut map = self
-            .stopped
+        self.stopped
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.remove(uid);
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+        self.due
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(uid);
+    }
+
+    /// Of the restarts decided now, the ones whose wait is over; the others are remembered (the first decision's
+    /// time is kept) and the shortest wait left is returned. Ids no longer decided are dropped: a change undone
+    /// within the wait restarts nothing.
+    fn due_now<'a>(
+        &self,
+        uid: &str,
+        restarts: &'a [decide::Restart],
+        now: Instant,
+    ) -> (Vec<&'a decide::Restart>, Option<Duration>) {
+        let mut map = self.due.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = map.remove(uid).unwrap_or_default();
+        let (ready, keep) = schedule(&old, restarts, now);
+        let wait = keep.values().min().map(|at| *at - now);
+        if !keep.is_empty() {
+            map.insert(uid.to_string(), keep);
+        }
+        (ready, wait)
     }
 
     fn failed(&self, key: &str) -> Duration {
@@ -153,6 +185,26 @@ impl Agent {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(key);
     }
+}
+
+/// Splits the restarts decided at `now` into those due (decided `RESTART_DELAY` ago or earlier, per `old`) and
+/// the rest with their due times.
+fn schedule<'a>(
+    old: &HashMap<String, Instant>,
+    restarts: &'a [decide::Restart],
+    now: Instant,
+) -> (Vec<&'a decide::Restart>, HashMap<String, Instant>) {
+    let mut keep = HashMap::new();
+    let mut ready = Vec::new();
+    for r in restarts {
+        let at = old.get(&r.id).copied().unwrap_or(now + RESTART_DELAY);
+        if at <= now {
+            ready.push(r);
+        } else {
+            keep.insert(r.id.clone(), at);
+        }
+    }
+    (ready, keep)
 }
 
 fn key(pod: &Pod) -> String {
@@ -201,7 +253,11 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
         }
         None => Ok(()),
     };
-    let runs = d.restarts.iter().map(|r| {
+    let (ready, wait) = agent.due_now(&uid, &d.restarts, Instant::now());
+    if let Some(wait) = wait {
+        tracing::debug!(pod = %pod_key, ?wait, "restart decided; waiting as Kruise's restarter does");
+    }
+    let runs = ready.into_iter().map(|r| {
         let agent = agent.clone();
         let (uid, pod_key, pod) = (uid.clone(), pod_key.clone(), pod.clone());
         async move {
@@ -234,10 +290,11 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
     }
     reported?;
     agent.succeeded(&pod_key);
-    Ok(if d.retry {
-        Action::requeue(RETRY_ENV)
-    } else {
-        Action::await_change()
+    let retry = d.retry.then_some(RETRY_ENV);
+    Ok(match (wait, retry) {
+        (Some(a), Some(b)) => Action::requeue(a.min(b)),
+        (Some(a), None) | (None, Some(a)) => Action::requeue(a),
+        (None, None) => Action::await_change(),
     })
 }
 
@@ -264,4 +321,38 @@ pub(crate) async fn run(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restart(id: &str) -> decide::Restart {
+        decide::Restart {
+            name: "app".into(),
+            id: id.into(),
+            pre_stop: None,
+            grace_seconds: 2,
+        }
+    }
+
+    #[test]
+    fn a_restart_waits_kruises_delay_and_an_undone_change_restarts_nothing() {
+        let t0 = Instant::now();
+        let rs = [restart("a")];
+        let (ready, keep) = schedule(&HashMap::new(), &rs, t0);
+        assert!(ready.is_empty());
+        assert_eq!(keep.get("a"), Some(&(t0 + RESTART_DELAY)));
+        // Decided again before the wait is over: still waiting, the first due time kept.
+        let (ready, again) = schedule(&keep, &rs, t0 + Duration::from_secs(1));
+        assert!(ready.is_empty());
+        assert_eq!(again, keep);
+        // Due.
+        let (ready, left) = schedule(&keep, &rs, t0 + RESTART_DELAY);
+        assert_eq!(ready.len(), 1);
+        assert!(left.is_empty());
+        // The change was undone within the wait: nothing decided, nothing kept.
+        let (ready, left) = schedule(&keep, &[], t0 + RESTART_DELAY);
+        assert!(ready.is_empty() && left.is_empty());
+    }
 }

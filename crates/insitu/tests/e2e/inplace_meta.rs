@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use insitu_api::containermeta::{self, RuntimeContainerMetaSet};
 use insitu_api::inplace::InPlaceUpdateState;
-use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Event, Pod};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -33,6 +33,34 @@ fn started(s: &ContainerStatus) -> Option<i64> {
             .0
             .as_second(),
     )
+}
+
+/// The pod's Events, oldest first, as `reason (source): message` (for a failure's diagnosis).
+async fn pod_events(env: &Env, ns: &str, pod: &str) -> String {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), ns);
+    let lp = kube::api::ListParams::default().fields(&format!("involvedObject.name={pod}"));
+    match events.list(&lp).await {
+        Ok(list) => {
+            let mut items = list.items;
+            items.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
+            let lines: Vec<String> = items
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} ({}): {}",
+                        e.reason.as_deref().unwrap_or_default(),
+                        e.source
+                            .as_ref()
+                            .and_then(|s| s.component.as_deref())
+                            .unwrap_or_default(),
+                        e.message.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            lines.join("; ")
+        }
+        Err(e) => format!("(not listed: {e})"),
+    }
 }
 
 fn state(p: &Pod) -> anyhow::Result<InPlaceUpdateState> {
@@ -67,9 +95,13 @@ pub async fn env_from_label(env: &Env, ns: &str) -> anyhow::Result<()> {
     let p = &after[0];
     ensure(uid(p) == uid(before), || "the pod was recreated".into())?;
     let c = container(p, "app").context("no status of container app")?;
-    ensure(c.restart_count == 1, || {
-        format!("restartCount {} (want 1)", c.restart_count)
-    })?;
+    if c.restart_count != 1 {
+        anyhow::bail!(
+            "restartCount {} (want 1); the pod's events: {}",
+            c.restart_count,
+            pod_events(env, ns, &p.name_any()).await
+        );
+    }
     ensure(c.container_id != old_id, || {
         "same containerID: not restarted".into()
     })?;

@@ -159,6 +159,8 @@ pub struct PodRt {
     generation: i64,
     /// `terminationGracePeriodSeconds` of the spec seen last (resize restarts).
     grace: Duration,
+    /// When kruise-daemon's restart of containers with stale env from metadata is due (`restart_stale_env`).
+    env_restart_at: Option<Timestamp>,
 }
 
 impl PodRt {
@@ -201,6 +203,7 @@ impl PodRt {
             resize: PodResize::default(),
             generation: pod.metadata.generation.unwrap_or(0),
             grace: termination_grace(pod),
+            env_restart_at: None,
         };
         rt.see_metadata(pod);
         rt.adopt(pod, now, env);
@@ -302,15 +305,16 @@ impl PodRt {
 
     /// The next time this pod needs [`PodRt::advance`].
     pub fn deadline(&self) -> Option<Timestamp> {
-        let resize = if self.terminating {
-            None
+        let (resize, env_restart) = if self.terminating {
+            (None, None)
         } else {
-            self.resize.deadline()
+            (self.resize.deadline(), self.env_restart_at)
         };
         self.containers
             .iter()
             .filter_map(ContainerRt::deadline)
             .chain(resize)
+            .chain(env_restart)
             .min()
     }
 
@@ -334,12 +338,14 @@ impl PodRt {
                 .filter_map(|(i, c)| c.deadline().filter(|d| *d <= now).map(|d| (d, i)))
                 .min();
             let resize = self.resize.deadline().filter(|d| *d <= now && !self.terminating);
-            match (next, resize) {
-                (Some((t, i)), r) if r.is_none_or(|r| t < r) => {
+            let env_restart = self.env_restart_at.filter(|d| *d <= now && !self.terminating);
+            match (next, resize, env_restart) {
+                (Some((t, i)), r, e) if r.is_none_or(|r| t < r) && e.is_none_or(|e| t < e) => {
                     self.step(i, t, env);
                     self.orchestrate(t);
                 }
-                (_, Some(r)) => self.resize_step(r, env),
+                (_, Some(r), e) if e.is_none_or(|e| r < e) => self.resize_step(r, env),
+                (_, _, Some(e)) => self.restart_stale_now(e, env),
                 _ => return,
             }
         }

@@ -12,7 +12,12 @@ use insitu_api::containermeta::{self, MetaKind, RuntimeContainerHashes, RuntimeC
 use super::super::resize::Res;
 use super::container::{AfterStop, KillWhy, Phase};
 use super::spec::CSpec;
-use super::{Env, KEvent, Kind, PodRt, termination_grace};
+use super::{Env, KEvent, Kind, PodRt, add, termination_grace};
+
+/// kruise-daemon's restarter adds a container to its queue rate-limited, so the first stop comes 3 s after the
+/// change (Kruise `pkg/daemon/containermeta/container_meta_controller.go`, `NewController`:
+/// `NewItemExponentialFailureRateLimiter(3*time.Second, …)`); `insitu agent` waits the same.
+const ENV_RESTART_DELAY: Duration = Duration::from_secs(3);
 
 impl PodRt {
     /// kubelet `handlePodResourcesResize` for the app containers, and the restarts it asks for.
@@ -137,7 +142,8 @@ impl PodRt {
     /// kruise-daemon's env-from-metadata restart (Kruise `pkg/daemon/containermeta`, `Controller.sync`):
     /// while the pod's `InPlaceUpdateReady` is False, a running app container whose env-from-metadata values
     /// differ from the pod's current labels/annotations is stopped through the runtime (no preStop: CRI
-    /// StopContainer), and the kubelet starts it again (restartCount+1) with the new values.
+    /// StopContainer), and the kubelet starts it again (restartCount+1) with the new values. The stop comes
+    /// `ENV_RESTART_DELAY` after the change is first seen, as Kruise's restarter queue adds it rate-limited.
     pub fn restart_stale_env(&mut self, pod: &Pod, now: Timestamp, env: &mut Env<'_>) {
         let updating = pod
             .status
@@ -146,21 +152,36 @@ impl PodRt {
             .into_iter()
             .flatten()
             .any(|c| c.type_ == "InPlaceUpdateReady" && c.status == "False");
-        if !updating || self.terminating {
+        if !updating || self.terminating || self.stale_env().next().is_none() {
+            self.env_restart_at = None;
             return;
         }
-        for i in self.n_init..self.containers.len() {
+        let at = *self.env_restart_at.get_or_insert(add(now, ENV_RESTART_DELAY));
+        if at <= now {
+            self.restart_stale_now(now, env);
+        }
+    }
+
+    /// The running app containers whose env-from-metadata values differ from the pod's labels/annotations.
+    fn stale_env(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.n_init..self.containers.len()).filter(|&i| {
             let c = &self.containers[i];
             if c.env_refs.is_empty() || !matches!(c.phase, Phase::Running { .. }) {
-                continue;
+                return false;
             }
             let want = env_hash(&c.env_refs, self.labels.as_ref(), self.annotations.as_ref());
-            if c.current
+            c.current
                 .as_ref()
                 .is_some_and(|inst| inst.exit.is_none() && inst.env_hash != want)
-            {
-                self.exit(i, now, 0, env);
-            }
+        })
+    }
+
+    /// The delayed restart is due: the containers still stale are stopped.
+    pub(super) fn restart_stale_now(&mut self, now: Timestamp, env: &mut Env<'_>) {
+        self.env_restart_at = None;
+        let stale: Vec<usize> = self.stale_env().collect();
+        for i in stale {
+            self.exit(i, now, 0, env);
         }
     }
 
