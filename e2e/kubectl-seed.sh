@@ -109,6 +109,10 @@ sed 's/nginx:1.19.0/nginx:1.20.0/' "$DEMO" >"$WORK/v2.yaml"
 expect "kubectl diff shows the new image" "^\+ +image: nginx:1.20.0" k diff -f "$WORK/v2.yaml"
 expect_eq "kubectl diff exits 1 (differences)" "1" bash -c "'$KUBECTL' -n '$NS' diff -f '$WORK/v2.yaml' >/dev/null 2>&1; echo \$?"
 expect_eq "… and changed nothing (generation)" "$GEN" field '{.metadata.generation}'
+# The same file applied again: a custom resource's three-way merge patch replaces lists whole, and the live
+# containers carry the defaulting webhook's defaults, so kubectl re-sends them ("configured") and nothing changes.
+expect "apply the same file again: configured" "nginx-demo configured" k apply -f "$DEMO"
+expect_eq "… and changed nothing (generation)" "$GEN" field '{.metadata.generation}'
 expect "scale --dry-run=server" "scaled \(server dry run\)" k scale "$CS" nginx-demo --replicas=5 --dry-run=server
 expect "patch --dry-run=server" "patched" \
   k patch "$CS" nginx-demo --type=merge --dry-run=server -p '{"spec":{"updateStrategy":{"partition":2}}}'

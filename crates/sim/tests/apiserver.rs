@@ -1271,10 +1271,24 @@ async fn kubectl_tutorial() {
         ok && out.contains("cloneset.apps.kruise.io/nginx-demo created"),
         "{out}"
     );
+    // Applied again: kubectl's three-way merge patch for a custom resource (a JSON merge patch) replaces lists
+    // whole, and the live containers carry the defaults Kruise's defaulting webhook added (imagePullPolicy,
+    // probe thresholds, ...), so kubectl sends the file's list and says "configured", as against kruise-manager;
+    // the webhook defaults it again and nothing changes (the generation stays 1).
     let (ok, out) = run(vec!["apply".into(), "-f".into(), demo.clone()])
         .await
         .expect("join");
-    assert!(ok && out.contains("unchanged"), "{out}");
+    assert!(ok && out.contains("nginx-demo configured"), "{out}");
+    let (ok, out) = run(vec![
+        "get".into(),
+        "cloneset".into(),
+        "nginx-demo".into(),
+        "-o".into(),
+        "jsonpath={.metadata.generation}".into(),
+    ])
+    .await
+    .expect("join");
+    assert!(ok && out.trim() == "1", "{out}");
     let (ok, out) = run(sh("get cloneset nginx-demo -o wide")).await.expect("join");
     assert!(
         ok && out.contains("DESIRED") && out.contains("IMAGES") && out.contains("nginx:1.19.0"),

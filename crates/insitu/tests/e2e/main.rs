@@ -16,6 +16,7 @@
 //!
 //! Arguments that do not start with `-` filter scenarios by substring.
 
+mod hostile;
 mod inplace_meta;
 mod paging;
 mod realnode;
@@ -136,6 +137,7 @@ fn all_scenarios() -> Vec<Scenario> {
         scenario!(resize, 1, false, 300),
         scenario!(versions::v1beta1, 1, false, 240),
         scenario!(tools::tools, 1, false, 360),
+        scenario!(hostile::hostile_parity, 1, true, 180),
         // Disruptive: kills the leading controller; runs alone.
         scenario!(leader_kill, 2, true, 360),
         // Reads the audit log of everything above.

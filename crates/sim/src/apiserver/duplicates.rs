@@ -127,10 +127,83 @@ fn parse_keys(body: &[u8], every: bool) -> Result<(Value, Vec<Key>), serde_json:
         path: &mut path,
         found: Some(&mut found),
         every,
+        merge: false,
     }
     .deserialize(&mut de)?;
     de.end()?;
     Ok((value, found))
+}
+
+/// A built-in kind's JSON body as its typed decoder reads it: Go's `encoding/json` (sigs.k8s.io/json) decodes a
+/// repeated key into the value the first one filled, so repeated objects merge (a struct's fields, a map's keys),
+/// a repeated array is decoded element by element over the first one's elements and cut to the new length, a
+/// `null` empties an object or array and leaves a scalar as it was, and any other scalar replaces. A custom
+/// resource's body (an unstructured map) keeps the last value, as [`parse_json`] does.
+pub(super) fn parse_typed(body: &[u8]) -> Result<Value, serde_json::Error> {
+    let mut path = String::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    let value = Build {
+        path: &mut path,
+        found: None,
+        every: false,
+        merge: true,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// Decodes `new` over `old` as Go's decoder does into a typed value (see [`parse_typed`]). Iterative (the values
+/// may nest up to `deep::MAX_DEPTH`), and linear in the size of `new`.
+fn decode_over(old: &mut Value, new: Value) {
+    let mut stack: Vec<(&mut Value, Value)> = vec![(old, new)];
+    while let Some((target, new)) = stack.pop() {
+        match (target, new) {
+            (Value::Object(have), Value::Object(add)) => {
+                let mut deeper = serde_json::Map::new();
+                for (k, v) in add {
+                    match have.get(&k) {
+                        Some(existing) if is_container(existing) && is_container(&v) => {
+                            deeper.insert(k, v);
+                        }
+                        Some(existing) if v.is_null() && !existing.is_array() => {}
+                        _ => {
+                            have.insert(k, v);
+                        }
+                    }
+                }
+                for (k, child) in have.iter_mut() {
+                    if let Some(v) = deeper.remove(k) {
+                        stack.push((child, v));
+                    }
+                }
+            }
+            (Value::Array(have), Value::Array(add)) => {
+                have.truncate(add.len());
+                let n = have.len();
+                let mut add = add.into_iter();
+                let over: Vec<Value> = add.by_ref().take(n).collect();
+                have.extend(add);
+                for (existing, v) in have.iter_mut().zip(over) {
+                    if is_container(existing) && is_container(&v) {
+                        stack.push((existing, v));
+                    } else {
+                        *existing = v;
+                    }
+                }
+            }
+            // `null` into a struct or a scalar leaves it; into a slice, empties it (most objects of the built-in
+            // kinds are struct values: `metadata`, `spec`).
+            (Value::Array(have), Value::Null) => *have = Vec::new(),
+            (target, Value::Null) if !target.is_null() => {}
+            (target, new) => *target = new,
+        }
+    }
+}
+
+fn is_container(v: &Value) -> bool {
+    v.is_object() || v.is_array()
 }
 
 /// One JSON value at `path`, built; repeated keys below it (or, with `every`, all keys) go to `found` (`None`:
@@ -139,6 +212,8 @@ struct Build<'a> {
     path: &'a mut String,
     found: Option<&'a mut Vec<Key>>,
     every: bool,
+    /// Repeated keys decoded over the first one's value ([`parse_typed`]), not replacing it.
+    merge: bool,
 }
 
 impl Build<'_> {
@@ -147,6 +222,7 @@ impl Build<'_> {
             path: &mut *self.path,
             found: if record { self.found.as_deref_mut() } else { None },
             every: self.every,
+            merge: self.merge,
         }
     }
 }
@@ -221,7 +297,12 @@ impl<'de> Visitor<'de> for Build<'_> {
             }
             let value = map.next_value_seed(self.child(!repeated));
             self.path.truncate(base);
-            out.insert(key, value?);
+            match out.get_mut(&key) {
+                Some(old) if self.merge => decode_over(old, value?),
+                _ => {
+                    out.insert(key, value?);
+                }
+            }
         }
         Ok(Value::Object(out))
     }
@@ -233,6 +314,21 @@ mod tests {
 
     fn in_request(method: &Method, content_type: &str, body: &[u8]) -> Vec<String> {
         scan_request(method, content_type, body).0
+    }
+
+    #[test]
+    fn typed_bodies_decode_repeated_keys_over_the_first_value_as_go() {
+        let v = parse_typed(
+            br#"{"data":{"a":"1"},"data":{"b":"2"},"n":1,"n":2,"s":"x","s":null,"l":[{"a":1,"b":2},{"c":3}],"l":[{"a":9}],"m":{"k":{"x":1}},"m":{"k":{"y":2}},"e":[1],"e":null}"#,
+        )
+        .expect("parse");
+        assert_eq!(
+            v,
+            serde_json::json!({"data":{"a":"1","b":"2"},"n":2,"s":"x","l":[{"a":9,"b":2}],"m":{"k":{"x":1,"y":2}},"e":[]})
+        );
+        // Without repeated keys, what serde_json builds.
+        let plain = br#"{"a":{"b":[1,{"c":null}]},"d":null}"#;
+        assert_eq!(parse_typed(plain).ok(), serde_json::from_slice(plain).ok());
     }
 
     #[test]

@@ -112,6 +112,12 @@ impl FieldCheck {
         lock(&self.body).take()
     }
 
+    /// Whether the request's JSON body repeats a field (found by the duplicate scan; not looked for under
+    /// `fieldValidation=Ignore`).
+    pub(super) fn repeats_fields(&self) -> bool {
+        !self.duplicates.is_empty()
+    }
+
     /// The unknown fields this request's objects lost (`<resource> <field path>`).
     pub(super) fn pruned(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.pruned))

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::dryrun;
+use super::duplicates;
 use super::errors::{ApiError, ApiResult};
 use super::fieldvalidation::FieldCheck;
 use super::patch;
@@ -105,9 +106,26 @@ fn without(v: &Value, keys: &[&str]) -> Value {
     }
 }
 
-/// The request's object: the body the field check's duplicate scan already parsed, else [`parse_object`].
+/// The request's object: the body the field check's duplicate scan already parsed, else [`parse_object`]. A
+/// built-in kind's JSON body with repeated keys is read as its typed decoder reads it
+/// ([`duplicates::parse_typed`]: the repeated values merge), a custom resource's keeps the last value.
 fn request_object(req: &ApiRequest, fv: &FieldCheck) -> ApiResult<Value> {
-    match fv.take_body() {
+    let typed = !req.rt.is_kruise_workload() && !req.rt.is_image_pull_job();
+    let scanned = fv.take_body();
+    let json = req
+        .content_type()
+        .to_ascii_lowercase()
+        .starts_with("application/json");
+    // Repeated keys were found, or not looked for (`fieldValidation=Ignore`: no scan parsed the body).
+    if typed
+        && json
+        && (fv.repeats_fields() || scanned.is_none())
+        && let Ok(v) = duplicates::parse_typed(&req.body)
+        && v.is_object()
+    {
+        return Ok(v);
+    }
+    match scanned {
         Some(v) if v.is_object() => Ok(v),
         _ => parse_object(req),
     }

@@ -137,6 +137,7 @@ pub(super) fn admit_cloneset(
     }
     if view.is_advanced_statefulset() {
         validate_statefulset(view, name, &v, old)?;
+        conversion_depth(view, &v)?;
         let mut stored = stored_form(view, v);
         structural::apply(&mut stored);
         return Ok(stored);
@@ -169,9 +170,41 @@ pub(super) fn admit_cloneset(
     if !errs.is_empty() {
         return Err(ApiError::invalid_cloneset(view, name, &errs));
     }
+    conversion_depth(view, &v)?;
     let mut stored = stored_form(view, v);
     structural::apply(&mut stored);
     Ok(stored)
+}
+
+/// Levels a conversion webhook's answer adds above the object (`{"response":{"convertedObjects":[ … ]}}`).
+const REVIEW_LEVELS: usize = 3;
+
+/// A write in a version other than the storage one goes through the conversion webhook, whose answer
+/// kube-apiserver decodes with Go's depth limit: an object nested deeper than `MAX_DEPTH - 3` fails there, with
+/// the converter's 500 (k8s.io/apiextensions-apiserver `pkg/apiserver/conversion/webhook_converter.go`; seen
+/// on kube-apiserver v1.37.2 with insitu's webhook: "conversion webhook for apps.kruise.io/v1alpha1,
+/// Kind=CloneSet failed: couldn't get version/kind; json parse error: invalid character '[' exceeded max
+/// depth"). Reads in another version fail alike there; here they are served (docs/embedded-cluster.md).
+fn conversion_depth(view: &ResourceType, v: &Value) -> ApiResult<()> {
+    if view.version == CLONESET_STORAGE_VERSION
+        || crate::deep::value_nesting(v) + REVIEW_LEVELS <= crate::deep::MAX_DEPTH
+    {
+        return Ok(());
+    }
+    let text = serde_json::to_vec(v).unwrap_or_default();
+    let wrapped = [b"[[[".as_slice(), &text].concat();
+    let bracket = crate::deep::scan(&wrapped).1.unwrap_or(b'{');
+    Err(ApiError::new(
+        500,
+        "",
+        format!(
+            "conversion webhook for {}/{}, Kind={} failed: couldn't get version/kind; json parse error: {}",
+            view.group,
+            view.version,
+            view.kind,
+            crate::deep::exceeded(bracket)
+        ),
+    ))
 }
 
 /// Kruise's Advanced StatefulSet webhook validation (`insitu_api::statefulset::validation`), which reads the
