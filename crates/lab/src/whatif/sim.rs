@@ -315,23 +315,89 @@ async fn seed(
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let pp = PostParams::default();
-    futures::stream::iter(inp.pods.iter().map(|p| {
-        let (pods, pp, owner) = (&pods, &pp, &owner);
-        async move {
-            pods.create(pp, &sim_pod(p, owner, nodes))
-                .await
-                .with_context(|| format!("creating pod {}", p.metadata.name.as_deref().unwrap_or("")))
+    let groups = ready_groups(&inp.pods);
+    let last = groups.len().saturating_sub(1);
+    for (i, (group, was_ready)) in groups.into_iter().enumerate() {
+        let names: Vec<String> = group.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        futures::stream::iter(group.into_iter().map(|p| {
+            let (pods, pp, owner) = (&pods, &pp, &owner);
+            async move {
+                pods.create(pp, &sim_pod(p, owner, nodes))
+                    .await
+                    .with_context(|| format!("creating pod {}", p.metadata.name.as_deref().unwrap_or("")))
+            }
+        }))
+        .buffer_unordered(64)
+        .try_collect::<Vec<_>>()
+        .await?;
+        // The next group becomes Ready later, as it did live (a second apart: the conditions' resolution).
+        if was_ready && i < last {
+            wait_ready(&pods, &names).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-    }))
-    .buffer_unordered(64)
-    .try_collect::<Vec<_>>()
-    .await?;
+    }
     let ready = inp
         .pods
         .iter()
         .filter(|p| insitu_core::explain::podtable::ready(p) == "True")
         .count();
     Ok((ns, name, ready))
+}
+
+/// Groups of live pods above which the oldest-Ready groups are started together.
+const MAX_READY_GROUPS: usize = 60;
+
+/// The live pods grouped by the second their Ready condition last turned True, oldest first, and whether the
+/// group was Ready; pods not Ready come last. The controller updates the most recently Ready pods first (Kruise's
+/// `ActivePods` order): started group after group, the simulated pods keep that order (docs/whatif.md). Past
+/// [`MAX_READY_GROUPS`] the oldest groups are merged: the newest are the ones the first batches take.
+fn ready_groups(pods: &[Pod]) -> Vec<(Vec<&Pod>, bool)> {
+    let mut by_second: BTreeMap<i64, Vec<&Pod>> = BTreeMap::new();
+    let mut not_ready = Vec::new();
+    for p in pods {
+        let ready = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == "True");
+        match ready {
+            Some(c) => by_second
+                .entry(c.last_transition_time.as_ref().map_or(0, |t| t.0.as_second()))
+                .or_default()
+                .push(p),
+            None => not_ready.push(p),
+        }
+    }
+    let mut groups: Vec<(Vec<&Pod>, bool)> = by_second.into_values().map(|g| (g, true)).collect();
+    if groups.len() > MAX_READY_GROUPS {
+        let newest = groups.split_off(groups.len() - (MAX_READY_GROUPS - 1));
+        let oldest: Vec<&Pod> = groups.into_iter().flat_map(|(g, _)| g).collect();
+        groups = std::iter::once((oldest, true)).chain(newest).collect();
+    }
+    if !not_ready.is_empty() {
+        groups.push((not_ready, false));
+    }
+    groups
+}
+
+/// Waits (virtual time, at most 120 s: a pod that cannot become Ready here is `settle`'s to report) until the
+/// named pods are Ready.
+async fn wait_ready(pods: &Api<Pod>, names: &[String]) -> anyhow::Result<()> {
+    for _ in 0..120 {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let ready = list
+            .iter()
+            .filter(|p| p.metadata.name.as_ref().is_some_and(|n| names.contains(n)))
+            .filter(|p| insitu_core::explain::podtable::ready(p) == "True")
+            .count();
+        if ready >= names.len() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tracing::warn!("what-if: a group of pods Ready live is not Ready after 120 s here; going on");
+    Ok(())
 }
 
 /// Waits until `want` of the CloneSet's pods are Ready and the controller has observed the CloneSet, then a
@@ -452,6 +518,47 @@ pub async fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pods_start_in_the_order_they_became_ready_live() {
+        let pod = |name: &str, ready: Option<(&str, &str)>| -> Pod {
+            let conditions = ready
+                .map(|(status, at)| json!([{"type": "Ready", "status": status, "lastTransitionTime": at}]));
+            serde_json::from_value(json!({"metadata": {"name": name},
+                "status": {"conditions": conditions.unwrap_or(json!([]))}}))
+            .expect("pod")
+        };
+        let pods = [
+            pod("c", Some(("True", "2026-01-01T00:00:09Z"))),
+            pod("a", Some(("True", "2026-01-01T00:00:05Z"))),
+            pod("x", Some(("False", "2026-01-01T00:00:01Z"))),
+            pod("b", Some(("True", "2026-01-01T00:00:05Z"))),
+            pod("n", None),
+        ];
+        let names: Vec<(Vec<&str>, bool)> = ready_groups(&pods)
+            .into_iter()
+            .map(|(g, r)| (g.iter().filter_map(|p| p.metadata.name.as_deref()).collect(), r))
+            .collect();
+        assert_eq!(
+            names,
+            vec![(vec!["a", "b"], true), (vec!["c"], true), (vec!["x", "n"], false)]
+        );
+        let many: Vec<Pod> = (0..100)
+            .map(|i| {
+                pod(
+                    &format!("p{i}"),
+                    Some(("True", &format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60))),
+                )
+            })
+            .collect();
+        let groups = ready_groups(&many);
+        assert_eq!(groups.len(), MAX_READY_GROUPS);
+        assert_eq!(groups[0].0.len(), 100 - (MAX_READY_GROUPS - 1));
+        assert_eq!(
+            groups.last().map(|g| g.0[0].metadata.name.as_deref()),
+            Some(Some("p99"))
+        );
+    }
 
     #[test]
     fn nodes_map_with_their_load() {
