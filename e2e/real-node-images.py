@@ -66,6 +66,12 @@ IMAGES = [
     ("registry.k8s.io/e2e-test-images/agnhost:2.53", "agnhost"),
     ("registry.k8s.io/pause:3.10", "pause"),
 ]
+# The what-if scenario's rollouts (crates/insitu/tests/e2e/whatif.rs): two tags per case.
+IMAGES += [
+    (f"docker.io/library/nginx:whatif-{case}-{n}", "web")
+    for case in ("image", "image-resources", "env", "canary", "no-fit")
+    for n in (1, 2)
+]
 
 
 def tar_bytes(entries):

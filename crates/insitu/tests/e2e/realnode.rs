@@ -24,9 +24,6 @@ pub fn skip_reason(scenario: &str) -> Option<&'static str> {
         "pvc" => Some(
             "the e2e binds claims without PersistentVolumes (no provisioner); a real kubelet mounts only PV-backed claims",
         ),
-        "whatif" => Some(
-            "its rollouts roll images that only simulated nodes pull (nginx:whatif-*); the real-node accuracy run (±25%) is not built yet",
-        ),
         "hostile_parity" => Some(
             "it compares apiservers, not nodes: the simulated-node tier already sends its requests to this kube-apiserver",
         ),

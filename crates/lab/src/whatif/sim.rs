@@ -330,7 +330,8 @@ async fn seed(
         .buffer_unordered(64)
         .try_collect::<Vec<_>>()
         .await?;
-        // The next group becomes Ready later, as it did live (a second apart: the conditions' resolution).
+        // The next group is created and becomes Ready later, as it did live (a second apart: the resolution of
+        // both times).
         if was_ready && i < last {
             wait_ready(&pods, &names).await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -347,12 +348,13 @@ async fn seed(
 /// Groups of live pods above which the oldest-Ready groups are started together.
 const MAX_READY_GROUPS: usize = 60;
 
-/// The live pods grouped by the second their Ready condition last turned True, oldest first, and whether the
-/// group was Ready; pods not Ready come last. The controller updates the most recently Ready pods first (Kruise's
-/// `ActivePods` order): started group after group, the simulated pods keep that order (docs/whatif.md). Past
+/// The live pods grouped by the second their Ready condition last turned True and then by the second they were
+/// created, oldest first, and whether the group was Ready; pods not Ready come last. The controller updates the
+/// most recently Ready pods first and, among pods Ready in the same second, the newest (Kruise's `ActivePods`
+/// order): started group after group, the simulated pods keep that order (docs/whatif.md). Past
 /// [`MAX_READY_GROUPS`] the oldest groups are merged: the newest are the ones the first batches take.
 fn ready_groups(pods: &[Pod]) -> Vec<(Vec<&Pod>, bool)> {
-    let mut by_second: BTreeMap<i64, Vec<&Pod>> = BTreeMap::new();
+    let mut by_second: BTreeMap<(i64, i64), Vec<&Pod>> = BTreeMap::new();
     let mut not_ready = Vec::new();
     for p in pods {
         let ready = p
@@ -362,10 +364,15 @@ fn ready_groups(pods: &[Pod]) -> Vec<(Vec<&Pod>, bool)> {
             .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
             .filter(|c| c.status == "True");
         match ready {
-            Some(c) => by_second
-                .entry(c.last_transition_time.as_ref().map_or(0, |t| t.0.as_second()))
-                .or_default()
-                .push(p),
+            Some(c) => {
+                let ready = c.last_transition_time.as_ref().map_or(0, |t| t.0.as_second());
+                let created = p
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or(0, |t| t.0.as_second());
+                by_second.entry((ready, created)).or_default().push(p);
+            }
             None => not_ready.push(p),
         }
     }
