@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use crate::Env;
 use crate::util::{cleanup, clonesets, create_cloneset, ensure, fast_cloneset, wait_rolled_out};
 
-/// Predicted durations must be within this fraction of the actual ones: simulated nodes, and one real node
-/// (`e2e/run --real-nodes`: real pulls from the local registry, container starts, probes; docs/whatif.md).
+/// Predicted durations must be within this fraction of the actual ones on simulated nodes. On the real node
+/// (`e2e/run --real-nodes`) the durations are printed, not gated: the same rollout there took 12.4 to 16.4 s
+/// from run to run (docs/whatif.md, "Accuracy"); decisions, stalls and stuck pods are checked on both.
 const TOLERANCE: f64 = 0.15;
-const TOLERANCE_REAL_NODE: f64 = 0.25;
 const REPLICAS: usize = 6;
 
 struct Case {
@@ -216,14 +216,9 @@ async fn one(env: &Env, ns: &str, case: &Case) -> anyhow::Result<String> {
                 stuck(&actual.pods)
             )
         })?;
-    } else {
-        let tolerance = if env.real_node.is_some() {
-            TOLERANCE_REAL_NODE
-        } else {
-            TOLERANCE
-        };
-        ensure(delta.abs() <= tolerance, || {
-            format!("{line}: duration outside ±{:.0}%", 100.0 * tolerance)
+    } else if env.real_node.is_none() {
+        ensure(delta.abs() <= TOLERANCE, || {
+            format!("{line}: duration outside ±{:.0}%", 100.0 * TOLERANCE)
         })?;
     }
     Ok(line)
