@@ -153,14 +153,20 @@ fn owned_by(p: &Pod, cs: &str) -> bool {
 
 /// The rollout is over: the controller saw the last spec, and as many pods as it expects at the update
 /// revision are updated and Ready, all replicas are Ready, no pod is on its way out and none is mid-update.
+/// The pods themselves must show it, not only the status: between a recreate's deletion and its replacement's
+/// creation the status can already count pods the watch has not shown yet.
 fn done(cs: &CloneSet, pods: &HashMap<String, Lite>) -> bool {
     let Some(st) = &cs.status else { return false };
     let replicas = cs.spec.replicas.unwrap_or(1);
+    let count =
+        |f: &dyn Fn(&Lite) -> bool| i32::try_from(pods.values().filter(|p| f(p)).count()).unwrap_or(i32::MAX);
     st.observed_generation >= cs.metadata.generation.unwrap_or(0)
         && st.updated_ready_replicas >= st.expected_updated_replicas
         && st.ready_replicas >= replicas
         && st.replicas == replicas
         && pods.values().all(|p| !p.deleting && p.settled)
+        && count(&|p| p.ready) >= replicas
+        && count(&|p| p.ready && p.rev == st.update_revision) >= st.expected_updated_replicas
 }
 
 /// Running totals over `State::pods`, kept as pods change (a sample per event must not walk 10,000 pods).

@@ -85,7 +85,8 @@ fn env_change_recreates_and_says_why() {
     assert!(r.groups[0].reason.contains("env"), "{}", r.groups[0].reason);
     assert!(
         r.pods.iter().all(|p| p.end.is_some()),
-        "every replacement became Ready"
+        "every replacement became Ready: {:?}",
+        r.pods
     );
 }
 
