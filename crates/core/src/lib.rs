@@ -1,4 +1,4 @@
-//! Pure CloneSet planning: a snapshot (CloneSet, pods, revisions, now) in, a plan (actions, status, requeue) out.
+//! Pure planning for CloneSets and Advanced StatefulSets: a snapshot (CloneSet, pods, revisions, now) in, a plan (actions, status, requeue) out.
 //!
 //! No kube client, no async runtime, no clock reads: the same snapshot always yields the same plan.
 //!
@@ -18,6 +18,8 @@ pub mod lifecycle;
 pub mod predownload;
 mod recreate;
 pub mod revision;
+// Kruise's Advanced StatefulSet: its own planner over the same in-place engine, revisions and actions.
+pub mod statefulset;
 mod sync;
 // The data model: what a plan reads and what it says.
 mod model;

@@ -156,7 +156,39 @@ pub(crate) fn sort_revisions(revs: &mut [Arc<ControllerRevision>]) {
     });
 }
 
-/// Builds the candidate revision for the CloneSet's current template (Kruise `NewRevision`).
+/// What revision bookkeeping needs of the workload that owns the revisions: one shape for CloneSet and
+/// Advanced StatefulSet, whose `getActiveRevisions` / `getStatefulSetRevisions` follow the same k8s
+/// `history` rules (`pkg/controller/statefulset/stateful_set_control.go`, `getStatefulSetRevisions`).
+pub(crate) struct RevisionOwner<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) namespace: Option<&'a String>,
+    pub(crate) template: &'a PodTemplateSpec,
+    pub(crate) annotations: Option<&'a BTreeMap<String, String>>,
+    pub(crate) controller_ref: OwnerReference,
+    /// The volumeClaimTemplates hash annotation a revision carries (CloneSet only).
+    pub(crate) vct_hash: Option<String>,
+    pub(crate) current_revision: &'a str,
+    pub(crate) collision_count: i32,
+}
+
+impl<'a> RevisionOwner<'a> {
+    fn of_cloneset(cs: &'a CloneSet) -> Self {
+        let status = cs.status.as_ref();
+        RevisionOwner {
+            name: cs.metadata.name.as_deref().unwrap_or_default(),
+            namespace: cs.metadata.namespace.as_ref(),
+            template: &cs.spec.template,
+            annotations: cs.metadata.annotations.as_ref(),
+            controller_ref: controller_ref(cs),
+            vct_hash: Some(vct_hash(cs)),
+            current_revision: status.map(|s| s.current_revision.as_str()).unwrap_or_default(),
+            collision_count: status.and_then(|s| s.collision_count).unwrap_or(0),
+        }
+    }
+}
+
+/// Builds the candidate revision for the CloneSet's current template (the tests' revisions).
+#[cfg(test)]
 pub(crate) fn new_revision(
     cs: &CloneSet,
     data: Value,
@@ -164,25 +196,43 @@ pub(crate) fn new_revision(
     revision: i64,
     collision: i32,
 ) -> ControllerRevision {
+    new_revision_of(
+        &RevisionOwner::of_cloneset(cs),
+        data,
+        data_bytes,
+        revision,
+        collision,
+    )
+}
+
+/// Builds the candidate revision for the owner's current template (Kruise `NewRevision`, k8s
+/// `history.NewControllerRevision`: the template's labels plus the hash label, the owner's annotations).
+fn new_revision_of(
+    owner: &RevisionOwner,
+    data: Value,
+    data_bytes: &str,
+    revision: i64,
+    collision: i32,
+) -> ControllerRevision {
     let hash = hash_revision(data_bytes.as_bytes(), collision);
-    let cs_name = cs.metadata.name.as_deref().unwrap_or_default();
-    let mut labels: BTreeMap<String, String> = cs
-        .spec
+    let mut labels: BTreeMap<String, String> = owner
         .template
         .metadata
         .as_ref()
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
     labels.insert(keys::CONTROLLER_REVISION_HASH_KEY.into(), hash.clone());
-    let mut annotations: BTreeMap<String, String> = cs.metadata.annotations.clone().unwrap_or_default();
-    annotations.insert(keys::VCT_HASH_ANNOTATION.into(), vct_hash(cs));
+    let mut annotations: BTreeMap<String, String> = owner.annotations.cloned().unwrap_or_default();
+    if let Some(h) = &owner.vct_hash {
+        annotations.insert(keys::VCT_HASH_ANNOTATION.into(), h.clone());
+    }
     ControllerRevision {
         metadata: ObjectMeta {
-            name: Some(revision_name(cs_name, &hash)),
-            namespace: cs.metadata.namespace.clone(),
+            name: Some(revision_name(owner.name, &hash)),
+            namespace: owner.namespace.cloned(),
             labels: Some(labels),
             annotations: Some(annotations),
-            owner_references: Some(vec![controller_ref(cs)]),
+            owner_references: Some(vec![owner.controller_ref.clone()]),
             ..Default::default()
         },
         data: Some(RawExtension(data)),
@@ -193,14 +243,21 @@ pub(crate) fn new_revision(
 /// Kruise `getActiveRevisions` (`cloneset_controller.go`): reuse the newest equal revision, bump an older
 /// equal one (rollback), or create a new one, bumping collisionCount on a name clash with different data.
 pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) -> ActiveRevisions {
+    active_revisions_of(&RevisionOwner::of_cloneset(cs), revisions)
+}
+
+/// `active_revisions` for any owner (CloneSet or Advanced StatefulSet).
+pub(crate) fn active_revisions_of(
+    owner: &RevisionOwner,
+    revisions: &[Arc<ControllerRevision>],
+) -> ActiveRevisions {
     let mut all: Vec<Arc<ControllerRevision>> = revisions.to_vec();
     sort_revisions(&mut all);
     let mut explanation = Vec::new();
-    let status = cs.status.as_ref();
-    let mut collision = status.and_then(|s| s.collision_count).unwrap_or(0);
+    let mut collision = owner.collision_count;
     let next = all.last().map_or(1, |r| r.revision + 1);
 
-    let data = revision_data(&cs.spec.template);
+    let data = revision_data(owner.template);
     let bytes = gojson::marshal(&data);
     let stored: Vec<Option<String>> = all.iter().map(|r| stored_bytes(r)).collect();
     let equal: Vec<usize> = (0..all.len())
@@ -220,14 +277,16 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
                 all[i].revision
             ));
             // Kruise getActiveRevisions: the bumped revision takes the CloneSet's current VCT hash.
-            let want = vct_hash(cs);
-            let vct_hash = (vct_hash_of(&r) != Some(want.as_str())).then(|| {
+            let vct_hash = owner
+                .vct_hash
+                .clone()
+                .filter(|want| vct_hash_of(&r) != Some(want.as_str()));
+            if let Some(want) = &vct_hash {
                 r.metadata
                     .annotations
                     .get_or_insert_with(Default::default)
                     .insert(keys::VCT_HASH_ANNOTATION.into(), want.clone());
-                want
-            });
+            }
             actions.push(Action::BumpRevision {
                 name,
                 revision: next,
@@ -240,13 +299,13 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
         }
         None => {
             let names: HashSet<&str> = all.iter().filter_map(|r| r.metadata.name.as_deref()).collect();
-            let mut cand = new_revision(cs, data.clone(), &bytes, next, collision);
+            let mut cand = new_revision_of(owner, data.clone(), &bytes, next, collision);
             // Kruise createControllerRevision: AlreadyExists with different data → collisionCount++, retry.
             let mut tries = 0;
             while cand.metadata.name.as_deref().is_some_and(|n| names.contains(n)) && tries < 1000 {
                 collision = collision.saturating_add(1);
                 tries += 1;
-                cand = new_revision(cs, data.clone(), &bytes, next, collision);
+                cand = new_revision_of(owner, data.clone(), &bytes, next, collision);
             }
             if tries > 0 {
                 explanation.push(format!("revision name collision: collisionCount → {collision}"));
@@ -263,7 +322,7 @@ pub fn active_revisions(cs: &CloneSet, revisions: &[Arc<ControllerRevision>]) ->
             r
         }
     };
-    let current_name = status.map(|s| s.current_revision.as_str()).unwrap_or_default();
+    let current_name = owner.current_revision;
     let current = all
         .iter()
         .find(|r| !current_name.is_empty() && r.metadata.name.as_deref() == Some(current_name))
