@@ -38,6 +38,9 @@ pub struct Config {
     pub plan_on_blocking_pool: bool,
     /// Runs each reconcile's body on an embedder's executor instead of kube-runtime's task (see `offload`).
     pub offload: Option<Arc<dyn crate::offload::Offload>>,
+    /// Also run the Advanced StatefulSet controller (`statefulsets.apps.kruise.io`, `insitu run --workloads
+    /// cloneset,statefulset`), on the same caches and executor.
+    pub statefulset: bool,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             initial_list: Default::default(),
             plan_on_blocking_pool: true,
             offload: None,
+            statefulset: false,
         }
     }
 }

@@ -7,8 +7,8 @@ use insitu_api::CloneSet;
 use insitu_api::keys::events::COMPONENT;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
 
 use crate::correlator::{Correlator, Occurrence, Write};
 use crate::error::is_status;
@@ -50,22 +50,23 @@ impl EventSink {
     /// Records `reason`/`message` on the CloneSet, through client-go's correlator (see `correlator`): most
     /// events of a big rollout are combined into one counted Event or dropped, as Kruise's recorder does.
     pub fn emit(&self, cs: &CloneSet, severity: Severity, reason: &str, message: String) {
+        self.emit_on(crate::workload::Workload::CloneSet(cs), severity, reason, message);
+    }
+
+    /// Records `reason`/`message` on a workload (CloneSet or Advanced StatefulSet), logged with its kind.
+    pub fn emit_on(
+        &self,
+        w: crate::workload::Workload<'_>,
+        severity: Severity,
+        reason: &str,
+        message: String,
+    ) {
+        let (kind, name) = (w.kind(), w.name());
         match severity {
-            Severity::Normal => tracing::info!(cloneset = %cs.name_any(), reason, "{message}"),
-            Severity::Warning => tracing::warn!(cloneset = %cs.name_any(), reason, "{message}"),
+            Severity::Normal => tracing::info!(kind, workload = %name, reason, "{message}"),
+            Severity::Warning => tracing::warn!(kind, workload = %name, reason, "{message}"),
         }
-        // Kruise master's controller works on v1beta1 CloneSets (`pkg/controller/cloneset`), so its recorder's
-        // `reference.GetReference` names that version, whichever version the CloneSet was written in.
-        let involved = ObjectReference {
-            api_version: Some(insitu_api::conversion::V1BETA1.into()),
-            kind: Some("CloneSet".into()),
-            name: cs.metadata.name.clone(),
-            namespace: Some(cs.namespace().unwrap_or_else(|| "default".into())),
-            uid: cs.metadata.uid.clone(),
-            resource_version: cs.metadata.resource_version.clone(),
-            ..Default::default()
-        };
-        self.emit_for(involved, severity, reason, message);
+        self.emit_for(w.reference(), severity, reason, message);
     }
 
     /// Records `reason`/`message` on any namespaced object (not logged: the caller logs what it needs).

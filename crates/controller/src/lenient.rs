@@ -211,6 +211,16 @@ impl Placeholder for insitu_api::CloneSet {
     }
 }
 
+impl Placeholder for insitu_api::statefulset::StatefulSet {
+    fn placeholder(metadata: ObjectMeta) -> Self {
+        insitu_api::statefulset::StatefulSet {
+            metadata,
+            spec: Default::default(),
+            status: None,
+        }
+    }
+}
+
 /// Reports undecodable objects: once per object version (a relist sees the same one again).
 #[derive(Clone)]
 pub struct Reporter {

@@ -28,8 +28,10 @@ pub mod recreate;
 pub mod resize;
 pub mod run;
 pub mod snapshot;
+pub mod statefulset;
 pub mod stored;
 pub mod webhook;
+pub mod workload;
 
 pub use clock::{Clock, SystemClock};
 pub use context::{Config, Context};

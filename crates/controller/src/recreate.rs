@@ -1,4 +1,4 @@
-//! The why of a recreate: a Warning on the CloneSet and on the pod naming the fields that forced it, and
+//! The why of a recreate: a Warning on the workload and on the pod naming the fields that forced it, and
 //! `insitu_recreate_total{reason}` (insitu's addition; Kruise only logs "can not update in-place").
 
 use insitu_api::CloneSet;
@@ -11,7 +11,13 @@ use crate::Context;
 use crate::events::{Severity, Warned};
 
 /// A pod was marked for recreation (its `specified-delete` patch succeeded): say why, count it by reason.
-pub fn recreated(ctx: &Context, cs: &CloneSet, pod: &Pod, why: &PodRefusal, revision: &str) {
+pub fn recreated(
+    ctx: &Context,
+    owner: crate::workload::Workload<'_>,
+    pod: &Pod,
+    why: &PodRefusal,
+    revision: &str,
+) {
     let r = &why.refusal;
     ctx.metrics
         .recreate_total
@@ -23,7 +29,7 @@ pub fn recreated(ctx: &Context, cs: &CloneSet, pod: &Pod, why: &PodRefusal, revi
         r.describe()
     );
     ctx.events
-        .emit(cs, Severity::Warning, ev::RECREATE_FOR_UPDATE, message.clone());
+        .emit_on(owner, Severity::Warning, ev::RECREATE_FOR_UPDATE, message.clone());
     let involved = ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),

@@ -1,4 +1,5 @@
-//! Wires kube-runtime: watches CloneSets, Pods, ControllerRevisions and PVCs into caches and drives reconciles.
+//! Wires kube-runtime: watches CloneSets (and, when enabled, Advanced StatefulSets), Pods, ControllerRevisions
+//! and PVCs into caches and drives reconciles.
 
 use std::sync::Arc;
 
@@ -220,9 +221,37 @@ pub async fn run_with(
     };
     let (pod_store, pod_stream) = lean_cache(pods, wc.clone(), reporter.clone(), health.clone());
     let (rev_store, rev_stream) = lean_cache(revisions, wc.clone(), reporter.clone(), health.clone());
+    // The Advanced StatefulSet controller shares these caches: their touched objects are fanned out to it as
+    // references to the sets owning them (no second watch of the same pods).
+    let (sts_tx, sts_rx) = futures::channel::mpsc::unbounded();
+    let fan = move |owners: Vec<ObjectRef<insitu_api::statefulset::StatefulSet>>| {
+        for o in owners {
+            let _ = sts_tx.unbounded_send(o);
+        }
+    };
+    let (fan_pods, fan_revs, fan_pvcs) = (fan.clone(), fan.clone(), fan);
+    let pod_stream = pod_stream.inspect(move |r| {
+        if let Ok(p) = r {
+            fan_pods(crate::statefulset::owning_statefulsets(p));
+        }
+    });
+    let rev_stream = rev_stream.inspect(move |r| {
+        if let Ok(o) = r {
+            fan_revs(crate::statefulset::owning_statefulsets(o));
+        }
+    });
     // Kruise watches PVCs and maps them to their owner, so the scale expectations on PVCs get observed and a
     // change to an owned PVC (e.g. deleted behind our back) triggers a reconcile.
     let (pvc_store, pvc_stream) = lean_cache(pvcs, wc.clone(), reporter.clone(), health.clone());
+    let pvc_stream = pvc_stream.inspect(move |r| {
+        if let Ok(c) = r {
+            fan_pvcs(crate::statefulset::owning_statefulsets(c));
+        }
+    });
+    let sts = config.statefulset.then(|| {
+        let api: Api<Lenient<insitu_api::statefulset::StatefulSet>> = api(&client, &config.namespace);
+        lean_cache(api, wc.clone(), reporter.clone(), health.clone())
+    });
 
     // Nodes only for their labels (Kruise's topology-spread scale-down ranker); node changes trigger nothing.
     let (node_store, node_writer) = reflector::store::<Node>();
@@ -285,6 +314,27 @@ pub async fn run_with(
         config,
     };
     let ctx = Arc::new(Reconciler::new(ctx, image_pull_jobs));
+    let statefulsets = match sts {
+        Some((store, stream)) => Controller::for_stream(stream, store)
+            .with_config(controller::Config::default().concurrency(ctx.ctx.config.workers))
+            .reconcile_on(sts_rx)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(
+                crate::statefulset::reconcile,
+                crate::statefulset::error_policy,
+                ctx.clone(),
+            )
+            .for_each(|res| async move {
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "statefulset controller event");
+                }
+            })
+            .boxed(),
+        None => {
+            drop(sts_rx);
+            futures::future::ready(()).boxed()
+        }
+    };
     let controller = controller
         .watches_stream(pod_stream, |p| owning_clonesets(&p))
         .watches_stream(rev_stream, |r| owning_clonesets(&r))
@@ -298,6 +348,8 @@ pub async fn run_with(
         });
     // The node reflector lives as long as the controller (it never ends on its own).
     let background = futures::future::join(node_stream, ipj_stream);
+    // The StatefulSet controller ends with the CloneSet controller (both stop on `shutdown`).
+    let controller = futures::future::join(controller, statefulsets);
     futures::pin_mut!(controller, background, deadline);
     futures::future::select(futures::future::select(controller, background), deadline).await;
 }

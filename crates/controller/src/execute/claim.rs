@@ -19,7 +19,7 @@ impl Exec<'_> {
     /// name is left alone). Gone (404), or Invalid (422: a new pod of that name, as ControllerRefManager
     /// reads it) counts as released.
     pub(super) async fn release_pod(&self, pod: &str, uid: &str) -> Result<(), Error> {
-        let cs_uid = self.cs.metadata.uid.clone().unwrap_or_default();
+        let cs_uid = self.cs()?.metadata.uid.clone().unwrap_or_default();
         let patch = json!({
             "metadata": {
                 "ownerReferences": [{"$patch": "delete", "uid": cs_uid}],
@@ -50,7 +50,7 @@ impl Exec<'_> {
         // Read leniently: a CloneSet nested past serde_json's 128 levels still decodes (`crate::lenient`).
         let api: Api<Lenient<CloneSet>> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         let fresh = match api
-            .get(&self.cs.name_any())
+            .get(&self.cs()?.name_any())
             .await
             .map_err(|e| action_err(format!("adopt pod {pod}: read CloneSet"), e))?
         {
@@ -62,7 +62,7 @@ impl Exec<'_> {
                 )));
             }
         };
-        if fresh.metadata.uid != self.cs.metadata.uid || fresh.metadata.deletion_timestamp.is_some() {
+        if fresh.metadata.uid != self.cs()?.metadata.uid || fresh.metadata.deletion_timestamp.is_some() {
             return Err(Error::Invalid(format!(
                 "can't adopt pod {pod}: CloneSet {} is gone or being deleted",
                 self.key
@@ -70,7 +70,7 @@ impl Exec<'_> {
         }
         let patch = json!({
             "metadata": {
-                "ownerReferences": [insitu_core::revision::controller_ref(self.cs)],
+                "ownerReferences": [insitu_core::revision::controller_ref(self.cs()?)],
                 "uid": uid,
             }
         });

@@ -39,7 +39,7 @@ impl Exec<'_> {
             .cloned()
             .flatten()
             .unwrap_or_default();
-        let labels = cs_labels(&self.ns, &self.cs.name_any());
+        let labels = cs_labels(&self.ns, &self.owner.name());
         match (&result, reason) {
             (Ok(()), UpdateReason::StartInPlaceUpdate) => {
                 m.inplace_update.get_or_create(&labels).inc();
@@ -207,7 +207,7 @@ impl Exec<'_> {
             self.ctx
                 .metrics
                 .inplace_update_duration
-                .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
+                .get_or_create(&cs_labels(&self.ns, &self.owner.name()))
                 .observe(secs);
         }
     }

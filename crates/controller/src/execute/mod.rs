@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use insitu_api::CloneSet;
+use insitu_api::statefulset::StatefulSet;
+use insitu_core::statefulset::StatefulSetPlan;
 use insitu_core::{Action, PackedPod, Plan, UpdateReason};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::reflector::ObjectRef;
@@ -30,6 +32,7 @@ use crate::events::{Severity, Warned};
 use crate::expectations::{Expect, pod_version};
 use crate::predownload::ImagePullJobs;
 use crate::resize::Counted;
+use crate::workload::Workload;
 use crate::{Context, Error};
 
 /// Max pod chains written at once.
@@ -67,7 +70,7 @@ pub async fn execute(
     let x = Exec {
         ctx,
         mem,
-        cs,
+        owner: Workload::CloneSet(cs),
         ns: ns.clone(),
         key,
         written: Mutex::new(HashMap::new()),
@@ -84,66 +87,32 @@ pub async fn execute(
         }
     }
 
-    // Each creation unit is a pod preceded by its PVCs (Kruise createOnePod: PVCs first, in order).
-    let mut creates: Vec<Vec<&Action>> = Vec::new();
-    let mut pvcs_of_next_pod: Vec<&Action> = Vec::new();
-    let mut chains: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
-    let mut tail = Vec::new();
-    let mut predownload = Vec::new();
-    for action in &plan.actions {
-        match action {
-            // Kruise cleanupPVCs runs before anything else of the round.
-            Action::CreateRevision { .. }
-            | Action::BumpRevision { .. }
-            | Action::DeleteRevision { .. }
-            | Action::ReleasePvc { .. }
-            | Action::DeletePvc { pod: None, .. } => x.run(action).await?,
-            Action::CreatePvc { .. } => pvcs_of_next_pod.push(action),
-            Action::CreatePod { .. } => {
-                let mut unit = std::mem::take(&mut pvcs_of_next_pod);
-                unit.push(action);
-                creates.push(unit);
-            }
-            Action::DeletePvc { pod: Some(pod), .. }
-            | Action::ReleasePod { pod, .. }
-            | Action::AdoptPod { pod, .. }
-            | Action::DeletePod { pod, .. }
-            | Action::SetInPlaceUpdateReady { pod, .. }
-            | Action::SetKruisePodReady { pod, .. }
-            | Action::UpdatePod { pod, .. }
-            | Action::PatchPodMetadata { pod, .. } => chains.entry(pod.as_str()).or_default().push(action),
-            Action::TruncatePodsToDelete { .. } => tail.push(action),
-            Action::CreateImagePullJob { .. }
-            | Action::LabelRevision { .. }
-            | Action::DeleteImagePullJob { .. } => predownload.push(action),
-            // Run by the reconcile before the expectations gate (`barrier`).
-            Action::LaunchBarrier { .. } => {}
-        }
+    x.run_actions(&plan.actions, jobs).await?;
+    if let Some(status) = &plan.status {
+        x.write_status(status).await?;
     }
-    // Kruise: pre-download for the new revision once it exists, before scaling and updating (its own errors
-    // never fail the round).
-    crate::predownload::run(ctx, jobs, cs, &predownload).await;
-    if !pvcs_of_next_pod.is_empty() {
-        // PVCs with no pod after them (the planner does not plan that): create them all the same.
-        creates.push(pvcs_of_next_pod);
-    }
+    Ok(())
+}
 
-    // Kruise: DoItSlowly — batches of 1, 2, 4, … stopping at the first failed batch.
-    let mut batch = 1usize;
-    let mut rest = creates.as_slice();
-    while !rest.is_empty() {
-        let (now, later) = rest.split_at(batch.min(rest.len()));
-        x.run_chains(now.iter().cloned()).await?;
-        rest = later;
-        batch *= 2;
-    }
-
-    x.run_chains(chains.into_values()).await?;
-
-    for a in tail {
-        x.run(a).await?;
-    }
-
+/// Runs every action of an Advanced StatefulSet's plan, then writes its status when it changed. The same
+/// writes as a CloneSet's (pods, PVCs, revisions, the in-place steps), with the set as their owner.
+pub async fn execute_statefulset(
+    ctx: &Context,
+    mem: &Memory,
+    set: &StatefulSet,
+    plan: &StatefulSetPlan,
+) -> Result<(), Error> {
+    let x = Exec {
+        ctx,
+        mem,
+        owner: Workload::StatefulSet(set),
+        ns: set.namespace().unwrap_or_default(),
+        key: crate::statefulset::key(set),
+        written: Mutex::new(HashMap::new()),
+        update_revision: &plan.update_revision,
+        refusals: &plan.refusals,
+    };
+    x.run_actions(&plan.actions, None).await?;
     if let Some(status) = &plan.status {
         x.write_status(status).await?;
     }
@@ -153,7 +122,7 @@ pub async fn execute(
 struct Exec<'a> {
     ctx: &'a Context,
     mem: &'a Memory,
-    cs: &'a CloneSet,
+    owner: Workload<'a>,
     ns: String,
     key: String,
     /// Pods as our own writes of this round returned them: the next action of a pod's chain starts from
@@ -168,7 +137,75 @@ struct Exec<'a> {
     refusals: &'a [insitu_core::PodRefusal],
 }
 
-impl Exec<'_> {
+impl<'a> Exec<'a> {
+    /// The actions of a plan, in the executor's order (see the module's comment). Shared by both workloads.
+    async fn run_actions(&self, actions: &[Action], jobs: Option<&ImagePullJobs>) -> Result<(), Error> {
+        // Each creation unit is a pod preceded by its PVCs (Kruise createOnePod: PVCs first, in order).
+        let mut creates: Vec<Vec<&Action>> = Vec::new();
+        let mut pvcs_of_next_pod: Vec<&Action> = Vec::new();
+        let mut chains: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
+        let mut tail = Vec::new();
+        let mut predownload = Vec::new();
+        for action in actions {
+            match action {
+                // Kruise cleanupPVCs runs before anything else of the round.
+                Action::CreateRevision { .. }
+                | Action::BumpRevision { .. }
+                | Action::DeleteRevision { .. }
+                | Action::ReleasePvc { .. }
+                | Action::DeletePvc { pod: None, .. } => self.run(action).await?,
+                Action::CreatePvc { .. } => pvcs_of_next_pod.push(action),
+                Action::CreatePod { .. } => {
+                    let mut unit = std::mem::take(&mut pvcs_of_next_pod);
+                    unit.push(action);
+                    creates.push(unit);
+                }
+                Action::DeletePvc { pod: Some(pod), .. }
+                | Action::ReleasePod { pod, .. }
+                | Action::AdoptPod { pod, .. }
+                | Action::DeletePod { pod, .. }
+                | Action::SetInPlaceUpdateReady { pod, .. }
+                | Action::SetKruisePodReady { pod, .. }
+                | Action::UpdatePod { pod, .. }
+                | Action::PatchPodMetadata { pod, .. } => {
+                    chains.entry(pod.as_str()).or_default().push(action)
+                }
+                Action::TruncatePodsToDelete { .. } => tail.push(action),
+                Action::CreateImagePullJob { .. }
+                | Action::LabelRevision { .. }
+                | Action::DeleteImagePullJob { .. } => predownload.push(action),
+                // Run by the reconcile before the expectations gate (`barrier`).
+                Action::LaunchBarrier { .. } => {}
+            }
+        }
+        // Kruise: pre-download for the new revision once it exists, before scaling and updating (its own errors
+        // never fail the round).
+        if let Some(cs) = self.owner.cloneset() {
+            crate::predownload::run(self.ctx, jobs, cs, &predownload).await;
+        }
+        if !pvcs_of_next_pod.is_empty() {
+            // PVCs with no pod after them (the planner does not plan that): create them all the same.
+            creates.push(pvcs_of_next_pod);
+        }
+
+        // Kruise: DoItSlowly — batches of 1, 2, 4, … stopping at the first failed batch.
+        let mut batch = 1usize;
+        let mut rest = creates.as_slice();
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(batch.min(rest.len()));
+            self.run_chains(now.iter().cloned()).await?;
+            rest = later;
+            batch *= 2;
+        }
+
+        self.run_chains(chains.into_values()).await?;
+
+        for a in tail {
+            self.run(a).await?;
+        }
+        Ok(())
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.ctx.client.clone(), &self.ns)
     }
@@ -184,7 +221,18 @@ impl Exec<'_> {
     }
 
     fn event(&self, severity: Severity, reason: &str, message: String) {
-        self.ctx.events.emit(self.cs, severity, reason, message);
+        self.ctx.events.emit_on(self.owner, severity, reason, message);
+    }
+
+    /// The CloneSet, for the actions only a CloneSet's plan has.
+    fn cs(&self) -> Result<&'a CloneSet, Error> {
+        self.owner.cloneset().ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: a CloneSet-only action in a {} plan",
+                self.key,
+                self.owner.kind()
+            ))
+        })
     }
 
     /// The cached pod (unpacked), if it is still the one the plan was made for; our own newer write of it,

@@ -16,6 +16,7 @@ use crate::Error;
 use crate::error::{is_already_exists, is_status};
 use crate::events::Severity;
 use crate::expectations::{Expect, pvc_version};
+use crate::workload::Workload;
 
 /// A delete that only removes the object it was planned for (same name, new uid: left alone).
 fn uid_precondition(uid: &str) -> DeleteParams {
@@ -35,19 +36,28 @@ impl Exec<'_> {
         match self.pods().create(&PostParams::default(), &pod.unpack()).await {
             Ok(_) => {
                 self.expect(Expect::PodCreated(name.clone()));
-                self.event(
-                    Severity::Normal,
-                    ev::SUCCESSFUL_CREATE,
-                    format!("succeed to create pod {name}"),
-                );
+                let msg = match self.owner {
+                    // k8s `StatefulPodControl.recordPodEvent`, which Kruise's StatefulSet keeps.
+                    Workload::StatefulSet(_) => {
+                        format!(
+                            "create Pod {name} in StatefulSet {} successful",
+                            self.owner.name()
+                        )
+                    }
+                    Workload::CloneSet(_) => format!("succeed to create pod {name}"),
+                };
+                self.event(Severity::Normal, ev::SUCCESSFUL_CREATE, msg);
                 Ok(())
             }
             Err(e) => {
-                self.event(
-                    Severity::Warning,
-                    ev::FAILED_CREATE,
-                    format!("failed to create pod: {e}, pod: {name}"),
-                );
+                let msg = match self.owner {
+                    Workload::StatefulSet(_) => format!(
+                        "create Pod {name} in StatefulSet {} failed error: {e}",
+                        self.owner.name()
+                    ),
+                    Workload::CloneSet(_) => format!("failed to create pod: {e}, pod: {name}"),
+                };
+                self.event(Severity::Warning, ev::FAILED_CREATE, msg);
                 Err(action_err(format!("create pod {name}"), e))
             }
         }
@@ -59,11 +69,13 @@ impl Exec<'_> {
             Ok(_) => {
                 self.expect(Expect::PodDeleted(pod.to_string()));
                 self.mem.resizes.forget(uid);
-                self.event(
-                    Severity::Normal,
-                    ev::SUCCESSFUL_DELETE,
-                    format!("succeed to delete pod {pod}"),
-                );
+                let msg = match self.owner {
+                    Workload::StatefulSet(_) => {
+                        format!("delete Pod {pod} in StatefulSet {} successful", self.owner.name())
+                    }
+                    Workload::CloneSet(_) => format!("succeed to delete pod {pod}"),
+                };
+                self.event(Severity::Normal, ev::SUCCESSFUL_DELETE, msg);
                 Ok(())
             }
             Err(e) if is_status(&e, 404) => Ok(()),
@@ -144,7 +156,7 @@ impl Exec<'_> {
         else {
             return Ok(()); // gone (or replaced) meanwhile: nothing to hand over
         };
-        let cs_uid = self.cs.metadata.uid.clone().unwrap_or_default();
+        let cs_uid = self.cs()?.metadata.uid.clone().unwrap_or_default();
         let mut refs: Vec<OwnerReference> = cur
             .owner_references()
             .iter()
@@ -193,7 +205,7 @@ impl Exec<'_> {
     /// Removes names of pods that no longer exist from `spec.scaleStrategy.podsToDelete`.
     pub(super) async fn truncate_pods_to_delete(&self, remove: &[String]) -> Result<(), Error> {
         let current = self
-            .cs
+            .cs()?
             .spec
             .scale_strategy
             .as_ref()
@@ -204,7 +216,7 @@ impl Exec<'_> {
         // 409 Conflict and the next round re-plans, as any optimistic write does. A JSON-patch `test` op
         // would guard the list alone, but kube-apiserver answers its failure with a 422 Invalid, which
         // reads as a malformed request (found by `insitu torture`, seeds 3058 and 3214).
-        let guard = match self.cs.metadata.resource_version.as_deref() {
+        let guard = match self.cs()?.metadata.resource_version.as_deref() {
             Some(rv) => json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv}),
             None => {
                 json!({"op": "test", "path": "/spec/scaleStrategy/podsToDelete", "value": current})
@@ -220,7 +232,7 @@ impl Exec<'_> {
             Api::namespaced_with(self.ctx.client.clone(), &self.ns, &resource);
         self.ctx.metrics.write("patch", "clonesets");
         api.patch(
-            &self.cs.name_any(),
+            &self.cs()?.name_any(),
             &PatchParams::default(),
             &Patch::<()>::Json(patch),
         )

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use insitu_api::keys::events as ev;
 use insitu_core::UpdateReason;
-use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -42,10 +41,10 @@ impl Exec<'_> {
                 self.remember(&p);
                 if recreate {
                     m.recreate_update
-                        .get_or_create(&cs_labels(&self.ns, &self.cs.name_any()))
+                        .get_or_create(&cs_labels(&self.ns, &self.owner.name()))
                         .inc();
                     if let Some(why) = self.refusals.iter().find(|w| w.pod == pod) {
-                        crate::recreate::recreated(self.ctx, self.cs, &p, why, revision);
+                        crate::recreate::recreated(self.ctx, self.owner, &p, why, revision);
                     }
                     self.event(
                         Severity::Normal,

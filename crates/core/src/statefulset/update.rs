@@ -61,12 +61,22 @@ impl<'a> Sts<'a> {
             .map_or(1, |v| scaled(v, replicas, false))
             .max(1);
         let min_ready = min_ready_seconds(self.set);
-        let mut unavailable: BTreeSet<&str> = BTreeSet::new();
+        let mut unavailable: BTreeSet<String> = BTreeSet::new();
+        let set_name = self.set.metadata.name.as_deref().unwrap_or_default();
         for slot in slots {
-            let Slot::Pod(p) = slot else { continue };
+            let p = match slot {
+                Slot::Pod(p) => p,
+                // Kruise fills a missing ordinal with the pod it creates (this round or a later one): not
+                // healthy, so unavailable.
+                Slot::Missing(ord) => {
+                    unavailable.insert(super::pod_name(set_name, *ord));
+                    continue;
+                }
+                Slot::Reserved => continue,
+            };
             let (avail, wait) = ps::available(p, min_ready, self.s.now);
             if !ps::healthy(p) || ps::update_completed(p).is_err() || !avail {
-                unavailable.insert(name(p));
+                unavailable.insert(name(p).to_string());
                 if let Some(w) = wait {
                     self.requeue_after(w);
                 }
@@ -115,7 +125,7 @@ impl<'a> Sts<'a> {
                 }
                 InPlace::No => self.delete_pod(pod, &format!("update to revision {update}")).1,
             };
-            unavailable.insert(name(pod));
+            unavailable.insert(name(pod).to_string());
             if decrease && ps::revision(pod) == current {
                 self.current_delta -= 1;
             }
@@ -128,7 +138,7 @@ impl<'a> Sts<'a> {
         &mut self,
         slots: &[Slot<'a>],
         max_unavailable: i32,
-        unavailable: &mut BTreeSet<&'a str>,
+        unavailable: &mut BTreeSet<String>,
         current: &str,
         update: &str,
     ) -> BTreeSet<&'a str> {
@@ -152,7 +162,7 @@ impl<'a> Sts<'a> {
                     self.updated_delta -= 1;
                 }
             }
-            unavailable.insert(name(pod));
+            unavailable.insert(name(pod).to_string());
         }
         out
     }
