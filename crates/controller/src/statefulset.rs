@@ -25,11 +25,7 @@ const EXPECTATION_RECHECK: Duration = Duration::from_secs(5);
 
 /// The set's key for expectations and back-off.
 pub fn key(set: &StatefulSet) -> String {
-    format!(
-        "statefulset/{}/{}",
-        set.namespace().unwrap_or_default(),
-        set.name_any()
-    )
+    Workload::StatefulSet(set).key()
 }
 
 /// The Advanced StatefulSets that own `obj` (matched by group and kind, whatever the version).

@@ -33,6 +33,20 @@ impl<'a> Workload<'a> {
         }
     }
 
+    /// The key of its expectations and back-off: `ns/name` for a CloneSet, `statefulset/ns/name` for an
+    /// Advanced StatefulSet (so the two kinds never share a key).
+    pub fn key(&self) -> String {
+        let m = self.meta();
+        let (ns, name) = (
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+        );
+        match self {
+            Workload::CloneSet(_) => format!("{ns}/{name}"),
+            Workload::StatefulSet(_) => format!("statefulset/{ns}/{name}"),
+        }
+    }
+
     /// The CloneSet, for the steps only a CloneSet has (claiming pods, `podsToDelete`, pre-download).
     pub fn cloneset(&self) -> Option<&'a CloneSet> {
         match self {

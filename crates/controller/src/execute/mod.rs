@@ -107,7 +107,7 @@ pub async fn execute_statefulset(
         mem,
         owner: Workload::StatefulSet(set),
         ns: set.namespace().unwrap_or_default(),
-        key: crate::statefulset::key(set),
+        key: Workload::StatefulSet(set).key(),
         written: Mutex::new(HashMap::new()),
         update_revision: &plan.update_revision,
         refusals: &plan.refusals,
