@@ -2,7 +2,8 @@
 //! agent makes, as Kruise's daemon makes them through `k8s.io/cri-api` (`pkg/daemon/criruntime`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -13,6 +14,7 @@ use k8s_cri::v1::{
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::decide::{LABEL_POD_UID, RuntimeContainer};
+use crate::observe::Observer;
 
 /// Short calls (list, status, version): a wedged runtime must not hold a pod's sync forever.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,15 +42,17 @@ fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
 }
 
 /// The runtime's RuntimeService; cheap to clone (one HTTP/2 connection, re-established when it drops).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Cri {
     client: RuntimeServiceClient<Channel>,
+    /// Each call's latency goes to `insitu_agent_cri_call_duration_seconds`.
+    observer: Arc<Observer>,
 }
 
 impl Cri {
     /// A client for `unix:///path/to.sock` (the kubelet's `--container-runtime-endpoint` form). Connects
     /// lazily, so a runtime that restarts is reached again by the next call.
-    pub fn connect(endpoint: &str) -> Result<Self, CriError> {
+    pub fn connect(endpoint: &str, observer: Arc<Observer>) -> Result<Self, CriError> {
         let path = endpoint
             .strip_prefix("unix://")
             .ok_or_else(|| {
@@ -69,17 +73,26 @@ impl Cri {
                 }));
         Ok(Self {
             client: RuntimeServiceClient::new(channel),
+            observer,
         })
+    }
+
+    /// Records a call's latency, whatever its outcome.
+    fn timed<T>(&self, call: &'static str, started: Instant, res: T) -> T {
+        self.observer.metrics.cri_call(call, started);
+        res
     }
 
     /// The runtime's name (`containerd`), the scheme of the container ids the kubelet reports.
     pub async fn runtime_name(&self) -> Result<String, CriError> {
+        let started = Instant::now();
         let v = self
             .client
             .clone()
             .version(request(VersionRequest { version: "v1".into() }, CALL_TIMEOUT))
             .await
-            .map_err(|s| err("Version", s))?;
+            .map_err(|s| err("Version", s));
+        let v = self.timed("Version", started, v)?;
         Ok(v.into_inner().runtime_name)
     }
 
@@ -89,6 +102,7 @@ impl Cri {
             label_selector: HashMap::from([(LABEL_POD_UID.to_string(), uid.to_string())]),
             ..Default::default()
         };
+        let started = Instant::now();
         let resp = self
             .client
             .clone()
@@ -97,7 +111,8 @@ impl Cri {
                 CALL_TIMEOUT,
             ))
             .await
-            .map_err(|s| err("ListContainers", s))?;
+            .map_err(|s| err("ListContainers", s));
+        let resp = self.timed("ListContainers", started, resp)?;
         Ok(resp
             .into_inner()
             .containers
@@ -121,6 +136,7 @@ impl Cri {
     /// (no exec into the container: it works for images without an `env` binary, unlike Kruise's
     /// `ExecSync env` in `wrapEnvGetter`). `None` when the runtime does not say.
     pub async fn container_env(&self, id: &str) -> Result<Option<BTreeMap<String, String>>, CriError> {
+        let started = Instant::now();
         let resp = self
             .client
             .clone()
@@ -132,13 +148,15 @@ impl Cri {
                 CALL_TIMEOUT,
             ))
             .await
-            .map_err(|s| err("ContainerStatus", s))?;
+            .map_err(|s| err("ContainerStatus", s));
+        let resp = self.timed("ContainerStatus", started, resp)?;
         Ok(env_from_info(&resp.into_inner().info))
     }
 
     /// Runs `cmd` in the container, bounded by `timeout` (a preStop exec hook). The exit code is returned,
     /// not judged: a failing hook does not stop the restart, as with the kubelet.
     pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<i32, CriError> {
+        let started = Instant::now();
         let resp = self
             .client
             .clone()
@@ -151,14 +169,17 @@ impl Cri {
                 timeout + CALL_TIMEOUT,
             ))
             .await
-            .map_err(|s| err("ExecSync", s))?;
+            .map_err(|s| err("ExecSync", s));
+        let resp = self.timed("ExecSync", started, resp)?;
         Ok(resp.into_inner().exit_code)
     }
 
     /// Stops the container: SIGTERM, SIGKILL after `grace_seconds`.
     pub async fn stop(&self, id: &str, grace_seconds: i64) -> Result<(), CriError> {
         let wait = Duration::from_secs(u64::try_from(grace_seconds).unwrap_or(0));
-        self.client
+        let started = Instant::now();
+        let res = self
+            .client
             .clone()
             .stop_container(request(
                 StopContainerRequest {
@@ -168,7 +189,8 @@ impl Cri {
                 wait + CALL_TIMEOUT,
             ))
             .await
-            .map_err(|s| err("StopContainer", s))?;
+            .map_err(|s| err("StopContainer", s));
+        self.timed("StopContainer", started, res)?;
         Ok(())
     }
 }
@@ -231,6 +253,6 @@ mod tests {
 
     #[test]
     fn only_unix_endpoints() {
-        assert!(Cri::connect("tcp://127.0.0.1:1").is_err());
+        assert!(Cri::connect("tcp://127.0.0.1:1", Arc::new(Observer::new())).is_err());
     }
 }

@@ -5,9 +5,11 @@
 
 mod cri;
 mod decide;
+mod observe;
 mod restart;
 mod watch;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +22,9 @@ pub struct AgentConfig {
     pub node_name: String,
     /// The runtime's CRI socket, `unix:///run/containerd/containerd.sock`.
     pub runtime_endpoint: String,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (docs/install.md, "The node agent's health and
+    /// metrics"); `None`: nowhere.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Runs the agent until `shutdown` resolves. The runtime is waited for (it may start after the agent);
@@ -29,7 +34,12 @@ pub async fn run(
     config: AgentConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
-    let cri = cri::Cri::connect(&config.runtime_endpoint)?;
+    let observer = Arc::new(observe::Observer::new());
+    let cri = cri::Cri::connect(&config.runtime_endpoint, observer.clone())?;
+    // Served before the runtime answers: alive, not ready.
+    if let Some(addr) = config.metrics_addr {
+        observe::serve(addr, observer.clone(), cri.clone()).await?;
+    }
     // Shared: a stop while the runtime is awaited ends the wait; later it ends the watch.
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let runtime_name = tokio::select! {
@@ -42,6 +52,7 @@ pub async fn run(
         cri,
         runtime_name,
         &config.node_name,
+        observer,
     ));
     watch::run(agent, &config.node_name, shutdown).await;
     Ok(())

@@ -11,11 +11,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, reflector};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource as _, ResourceExt as _};
 
 use crate::cri::{Cri, CriError};
 use crate::decide::{self, Observed};
+use crate::observe::Observer;
 use crate::restart;
 
 /// Kruise's containermeta queue backs off from 500 ms to about 50 s (`NewItemExponentialFailureRateLimiter`).
@@ -68,10 +70,18 @@ pub struct Agent {
     /// Consecutive failures per pod key, for the back-off.
     failures: Mutex<HashMap<String, u32>>,
     recorder: Recorder,
+    /// Metrics, and the store `/readyz` and `/metrics` read.
+    pub(crate) observer: Arc<Observer>,
 }
 
 impl Agent {
-    pub(crate) fn new(pods: Api<Pod>, cri: Cri, runtime_name: String, node: &str) -> Self {
+    pub(crate) fn new(
+        pods: Api<Pod>,
+        cri: Cri,
+        runtime_name: String,
+        node: &str,
+        observer: Arc<Observer>,
+    ) -> Self {
         let reporter = Reporter {
             controller: "insitu-agent".into(),
             instance: Some(node.to_string()),
@@ -84,6 +94,7 @@ impl Agent {
             stopped: Mutex::default(),
             due: Mutex::default(),
             failures: Mutex::default(),
+            observer,
         }
     }
 
@@ -263,9 +274,11 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
         async move {
             agent.note_stopped(&uid, Some((&r.id, true)), None);
             let res = restart::restart(&agent.cri, r, &pod_key).await;
+            agent.observer.metrics.restart(res.is_ok());
             match &res {
                 Ok(hook_failure) => {
                     if let Some(msg) = hook_failure {
+                        agent.observer.metrics.prestop_failure();
                         agent
                             .event(&pod, &r.name, EventType::Warning, "FailedPreStopHook", msg)
                             .await;
@@ -301,6 +314,7 @@ async fn sync(pod: Arc<Pod>, agent: Arc<Agent>) -> Result<Action, SyncError> {
 fn on_error(pod: Arc<Pod>, e: &SyncError, agent: Arc<Agent>) -> Action {
     let k = key(&pod);
     let after = agent.failed(&k);
+    agent.observer.metrics.sync_error();
     tracing::warn!(pod = %k, error = %e, retry_in = ?after, "sync failed");
     Action::requeue(after)
 }
@@ -312,7 +326,18 @@ pub(crate) async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    Controller::new(agent.pods.clone(), config)
+    // Controller::new's own reflector, built here to see its first list complete for `/readyz`
+    // (`Store::wait_until_ready` wakes only one waiter, and the controller is already one).
+    let (store, writer) = reflector::store();
+    let observer = agent.observer.clone();
+    let events =
+        reflector(writer, watcher(agent.pods.clone(), config).default_backoff()).inspect(move |ev| {
+            if matches!(ev, Ok(watcher::Event::InitDone)) {
+                observer.synced();
+            }
+        });
+    agent.observer.watching(store.clone());
+    Controller::for_stream(events.applied_objects(), store)
         .graceful_shutdown_on(shutdown)
         .run(sync, on_error, agent)
         .for_each(|res| async move {

@@ -14,6 +14,11 @@ pub struct AgentArgs {
     /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Address for /healthz, /readyz and /metrics (kruise-daemon's port, 10221; the controller's is 8080).
+    /// Loopback by default; in a DaemonSet give `0.0.0.0:10221` so the kubelet's probes and Prometheus reach it
+    /// (deploy/agent/ does).
+    #[arg(long, default_value = "127.0.0.1:10221")]
+    pub metrics_addr: std::net::SocketAddr,
 }
 
 #[cfg(feature = "agent")]
@@ -24,6 +29,7 @@ pub fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
         let config = insitu_agent::AgentConfig {
             node_name: args.node_name,
             runtime_endpoint: args.runtime_endpoint,
+            metrics_addr: Some(args.metrics_addr),
         };
         // The controller's graceful shutdown wants a `Sync` trigger: the signal arrives through a channel.
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

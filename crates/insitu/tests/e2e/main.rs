@@ -16,6 +16,7 @@
 //!
 //! Arguments that do not start with `-` filter scenarios by substring.
 
+mod agent_policy;
 mod hostile;
 mod inplace_meta;
 mod paging;
@@ -122,6 +123,8 @@ macro_rules! scenario {
 fn all_scenarios() -> Vec<Scenario> {
     vec![
         scenario!(rbac, 1, true, 60),
+        // The node agent's ServiceAccount against deploy/agent/'s RBAC and admission policy.
+        scenario!(agent_policy::agent_least_privilege, 1, true, 120),
         scenario!(crd_validation, 1, false, 60),
         scenario!(paging::paging, 1, false, 60),
         scenario!(seed, 1, false, 360),
