@@ -5,6 +5,7 @@
 
 mod cri;
 mod decide;
+mod endpoints;
 mod observe;
 mod restart;
 mod watch;
@@ -38,7 +39,7 @@ pub async fn run(
     let cri = cri::Cri::connect(&config.runtime_endpoint, observer.clone())?;
     // Served before the runtime answers: alive, not ready.
     if let Some(addr) = config.metrics_addr {
-        observe::serve(addr, observer.clone(), cri.clone()).await?;
+        endpoints::serve(addr, observer.clone(), cri.clone()).await?;
     }
     // Shared: a stop while the runtime is awaited ends the wait; later it ends the watch.
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));

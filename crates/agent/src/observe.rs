@@ -1,15 +1,10 @@
-//! The agent's `/healthz`, `/readyz` and `/metrics` (kruise-daemon serves its metrics and `/healthz` on one
-//! address, `:10221` by default: Kruise `cmd/daemon/main.go`, flag `addr`; `pkg/daemon/daemon.go`, `Run`).
-//! docs/install.md, "The node agent's health and metrics", lists what each reports.
+//! The agent's metrics and watch state, which `/metrics` and `/readyz` report (`endpoints`; docs/install.md,
+//! "The node agent's health and metrics").
 
-use std::net::SocketAddr;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use axum::Router;
-use axum::http::StatusCode;
-use axum::routing::get;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use prometheus_client::encoding::text::encode;
@@ -19,12 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::cri::Cri;
-
 type Labels = Vec<(&'static str, String)>;
-
-/// How long `/readyz` waits for the runtime's `Version` answer.
-const RUNTIME_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The agent's metrics, registered once.
 pub(crate) struct Metrics {
@@ -138,7 +128,7 @@ impl Observer {
         }
     }
 
-    fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         if let Some(store) = self.store.get() {
             let served = store.state().iter().filter(|p| crate::decide::serves(p)).count();
             self.metrics
@@ -151,64 +141,7 @@ impl Observer {
         out
     }
 
-    /// `/readyz`: the first list of the node's pods is in, and the runtime answers `Version` now.
-    async fn ready(&self, cri: &Cri) -> (StatusCode, String) {
-        if !self.synced.load(Ordering::Relaxed) {
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "pod watch not synced yet\n".into(),
-            );
-        }
-        match tokio::time::timeout(RUNTIME_PROBE_TIMEOUT, cri.runtime_name()).await {
-            Ok(Ok(_)) => (StatusCode::OK, "ok\n".into()),
-            Ok(Err(e)) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("runtime not reachable: {e}\n"),
-            ),
-            Err(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("runtime did not answer within {RUNTIME_PROBE_TIMEOUT:?}\n"),
-            ),
-        }
+    pub(crate) fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
     }
-}
-
-/// Binds `addr` and serves the three endpoints until the process ends. `/healthz` answers as long as the
-/// process runs (a wedged runtime is `/readyz`'s business: restarting the agent would not fix it).
-pub(crate) async fn serve(addr: SocketAddr, observer: Arc<Observer>, cri: Cri) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
-    tracing::info!(addr = %listener.local_addr()?, "serving /metrics /healthz /readyz");
-    let (m, r) = (observer.clone(), observer);
-    let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let (r, cri) = (r.clone(), cri.clone());
-                async move { r.ready(&cri).await }
-            }),
-        )
-        .route(
-            "/metrics",
-            get(move || {
-                let m = m.clone();
-                async move {
-                    (
-                        [(
-                            "content-type",
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        m.render(),
-                    )
-                }
-            }),
-        );
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "metrics server stopped");
-        }
-    });
-    Ok(())
 }
