@@ -5,6 +5,8 @@
 
 #[path = "support/fake_cri.rs"]
 mod fake_cri;
+#[path = "support/poll.rs"]
+mod poll;
 
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use insitu_sim::apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use poll::eventually;
 
 const IMAGE: &str = "nginx:1.20.0";
 
@@ -59,17 +62,6 @@ fn status_patch(id: &str, restarts: i32, updating: bool) -> serde_json::Value {
 async fn meta_of(pods: &Api<Pod>) -> Option<RuntimeContainerMetaSet> {
     let pod = pods.get("web-0").await.ok()?;
     RuntimeContainerMetaSet::of(&pod).ok().flatten()
-}
-
-/// Polls until `f` holds (10 s at most).
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
-    for _ in 0..200 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 fn hash(v: &str) -> u64 {

@@ -4,6 +4,8 @@
 
 #[path = "support/fake_cri.rs"]
 mod fake_cri;
+#[path = "support/poll.rs"]
+mod poll;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use insitu_sim::apiserver::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use poll::eventually;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const IMAGE: &str = "nginx:1.20.0";
@@ -29,17 +32,6 @@ async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let (head, body) = buf.split_once("\r\n\r\n")?;
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((code, body.to_string()))
-}
-
-/// Polls until `f` holds (15 s at most).
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut f: impl FnMut() -> F) {
-    for _ in 0..300 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 /// The value of the sample `name` (with its labels, as rendered) in a /metrics body.

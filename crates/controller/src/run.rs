@@ -12,7 +12,7 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, controller};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 
 use crate::context::{Server, Stores};
 use crate::events::EventSink;
@@ -148,20 +148,7 @@ async fn resize_subresource(client: &kube::Client) -> bool {
 /// `apps.kruise.io/v1beta1` owner references (and ours, written with the storage version) would never reach the
 /// reconcile.
 pub fn owning_clonesets<K: Resource>(obj: &K) -> Vec<ObjectRef<CloneSet>> {
-    let ns = obj.meta().namespace.clone();
-    obj.owner_references()
-        .iter()
-        .filter(|r| {
-            r.kind == "CloneSet" && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io")
-        })
-        .map(|r| {
-            let o = ObjectRef::new(&r.name);
-            match &ns {
-                Some(ns) => o.within(ns),
-                None => o,
-            }
-        })
-        .collect()
+    crate::workload::owners_of_kind(obj, "CloneSet")
 }
 
 /// Runs the controller until `shutdown` resolves. Returns when the controller stream ends.

@@ -30,21 +30,7 @@ pub fn key(set: &StatefulSet) -> String {
 
 /// The Advanced StatefulSets that own `obj` (matched by group and kind, whatever the version).
 pub fn owning_statefulsets<K: Resource>(obj: &K) -> Vec<ObjectRef<StatefulSet>> {
-    let ns = obj.meta().namespace.clone();
-    obj.owner_references()
-        .iter()
-        .filter(|r| {
-            r.kind == "StatefulSet"
-                && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io")
-        })
-        .map(|r| {
-            let o = ObjectRef::new(&r.name);
-            match &ns {
-                Some(ns) => o.within(ns),
-                None => o,
-            }
-        })
-        .collect()
+    crate::workload::owners_of_kind(obj, "StatefulSet")
 }
 
 /// The snapshot of one set from the caches: its controlled pods (unpacked) and revisions, and the PVCs its

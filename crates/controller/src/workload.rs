@@ -5,6 +5,8 @@ use insitu_api::CloneSet;
 use insitu_api::statefulset::StatefulSet;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
 
 /// One workload object, borrowed for a round.
 #[derive(Clone, Copy, Debug)]
@@ -69,4 +71,25 @@ impl<'a> Workload<'a> {
             ..Default::default()
         }
     }
+}
+
+/// The `apps.kruise.io` objects of `kind` that own `obj` (matched by group and kind, whatever the version): the
+/// sets a pod, revision or PVC event is fanned out to.
+pub fn owners_of_kind<K: Resource, W: Resource<DynamicType = ()>>(obj: &K, kind: &str) -> Vec<ObjectRef<W>> {
+    let ns = obj.meta().namespace.clone();
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| {
+            r.kind == kind && r.api_version.rsplit_once('/').map(|(g, _)| g) == Some("apps.kruise.io")
+        })
+        .map(|r| {
+            let o = ObjectRef::new(&r.name);
+            match &ns {
+                Some(ns) => o.within(ns),
+                None => o,
+            }
+        })
+        .collect()
 }
